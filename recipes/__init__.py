@@ -1,0 +1,1 @@
+"""Shipped YAML recipes (installed as the package `reinforge.recipes`)."""

@@ -1,0 +1,37 @@
+"""Choosing the next token from logits: greedy, temperature, top-k and top-p (nucleus)."""
+
+from __future__ import annotations
+
+import torch
+
+from reinforge.engines.base import SamplingParams
+
+
+def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """Set logits outside the top-k / top-p nucleus to -inf (always keeping the best token)."""
+    if top_k and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[..., -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, descending=True, dim=-1)
+        probs = sorted_logits.softmax(-1)
+        # Drop a token when the mass strictly before it already reaches top_p.
+        drop_sorted = (probs.cumsum(-1) - probs) >= top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        logits = logits.masked_fill(drop, float("-inf"))
+    return logits
+
+
+def sample_next(
+    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return (token ids [B], behaviour log-probs [B]) from last-position logits [B, V]."""
+    logits = logits.float()
+    if params.temperature == 0:
+        tokens = logits.argmax(-1)
+        logprobs = logits.log_softmax(-1)
+    else:
+        logprobs = (logits / params.temperature).log_softmax(-1)
+        filtered = filter_logits(logprobs, params.top_k, params.top_p)
+        tokens = torch.multinomial(filtered.softmax(-1), 1, generator=generator).squeeze(-1)
+    return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)

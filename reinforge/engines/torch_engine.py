@@ -1,0 +1,148 @@
+"""The default Engine: batched sampling from a PyTorch causal LM with a KV cache.
+
+Llama-family models (llama, mistral, qwen2) take the fused decoder of `llama_decoder.py`; any
+other causal LM runs its own `transformers` forward with its own cache. Rows that finish are
+dropped from the batch as the batch thins out, so a long-tail response does not make every
+finished row keep paying for compute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel
+
+from reinforge.engines import llama_decoder
+from reinforge.engines.base import Generation, SamplingParams
+from reinforge.engines.sampling import sample_next
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+@dataclass
+class _HFState:
+    cache: Any
+    attention_mask: torch.Tensor
+    next_position: torch.Tensor
+
+
+class HFDecoder:
+    """Fallback decoder for any causal LM: its own forward and cache, one call per token."""
+
+    can_drop_rows = False
+
+    def __init__(self, model: PreTrainedModel):
+        self.model = model
+
+    def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int):
+        positions = (attention_mask.long().cumsum(1) - 1).clamp(min=0)
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=True)
+        state = _HFState(out.past_key_values, attention_mask, attention_mask.sum(1))
+        return out.logits[:, -1].float(), state
+
+    def step(self, tokens: torch.Tensor, state: _HFState) -> torch.Tensor:
+        state.attention_mask = torch.cat([state.attention_mask, torch.ones_like(tokens)[:, None]], dim=1)
+        out = self.model(
+            input_ids=tokens[:, None],
+            attention_mask=state.attention_mask,
+            position_ids=state.next_position[:, None],
+            past_key_values=state.cache,
+            use_cache=True,
+        )
+        state.cache, state.next_position = out.past_key_values, state.next_position + 1
+        return out.logits[:, -1].float()
+
+
+class TorchEngine:
+    """Samples from `model` in this process. Call `sync_weights` after each learner update."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        pad_token_id: int,
+        dtype: str = "float32",
+        max_batch_size: int = 512,
+        fused: bool = True,
+    ):
+        self.model = model
+        self.pad_token_id = pad_token_id
+        self.dtype = DTYPES[dtype]
+        self.max_batch_size = max_batch_size
+        self.fused = fused and llama_decoder.supports(model)
+        self.policy_version = 0
+        self._decoder: llama_decoder.FusedLlamaDecoder | HFDecoder | None = None
+
+    def sync_weights(self, version: int) -> None:
+        self.policy_version = version
+        self._decoder = None  # rebuilt from the model's current weights on next use
+
+    def _get_decoder(self):
+        if self._decoder is None:
+            self._decoder = (
+                llama_decoder.FusedLlamaDecoder(self.model, self.dtype) if self.fused else HFDecoder(self.model)
+            )
+        return self._decoder
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int | None = None) -> list[Generation]:
+        if not prompts:
+            return []
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            results: list[Generation] = []
+            for start in range(0, len(prompts), self.max_batch_size):
+                results += self._generate_batch(prompts[start : start + self.max_batch_size], params, generator)
+            return results
+        finally:
+            self.model.train(was_training)
+
+    @torch.inference_mode()
+    def _generate_batch(self, prompts, params: SamplingParams, generator) -> list[Generation]:
+        decoder = self._get_decoder()
+        batch, width = len(prompts), max(len(p) for p in prompts)
+        input_ids = torch.full((batch, width), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((batch, width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
+            attention_mask[row, width - len(prompt) :] = 1
+
+        steps = params.max_new_tokens
+        out_tokens = torch.zeros((batch, steps), dtype=torch.long)
+        out_logprobs = torch.zeros((batch, steps))
+        lengths = torch.zeros(batch, dtype=torch.long)
+        hit_stop = torch.zeros(batch, dtype=torch.bool)
+        stop = torch.tensor(sorted(set(params.stop_token_ids)), dtype=torch.long)
+        rows = torch.arange(batch)  # original row of each entry still in the decoder's batch
+        alive = torch.ones(batch, dtype=torch.bool)  # entries that have not stopped yet
+
+        logits, state = decoder.prefill(input_ids, attention_mask, steps)
+        for step in range(steps):
+            next_tokens, next_logprobs = sample_next(logits, params, generator)
+            live_rows = rows[alive]
+            out_tokens[live_rows, step] = next_tokens[alive]
+            out_logprobs[live_rows, step] = next_logprobs[alive]
+            lengths[live_rows] += 1
+            stopped = torch.isin(next_tokens, stop) & alive
+            hit_stop[rows[stopped]] = True
+            alive &= ~stopped
+            if not alive.any() or step == steps - 1:
+                break
+            if decoder.can_drop_rows and alive.sum() * 2 <= len(rows):
+                keep = alive.nonzero().squeeze(1)
+                state.keep(keep)
+                rows, next_tokens, alive = rows[keep], next_tokens[keep], alive[keep]
+            logits = decoder.step(next_tokens, state)
+        return [
+            Generation(
+                token_ids=out_tokens[row, :n].tolist(),
+                logprobs=out_logprobs[row, :n].tolist(),
+                finish_reason="stop" if hit_stop[row] else "length",
+                policy_version=self.policy_version,
+            )
+            for row, n in enumerate(lengths.tolist())
+        ]

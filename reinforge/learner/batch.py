@@ -1,0 +1,70 @@
+"""Padding trajectories into the tensors the learner trains on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from reinforge.rollout.trajectory import Trajectory
+
+
+@dataclass
+class TrainingBatch:
+    """Right-padded tensors; every [N, T-1] tensor is aligned with the prediction of token t+1.
+
+    `loss_mask[:, t]` is true when token t+1 was sampled by the policy, so the log-prob the model
+    assigns at position t is the one to train and to compare with `old_logprobs[:, t]`.
+    """
+
+    input_ids: torch.Tensor  # [N, T]
+    attention_mask: torch.Tensor  # [N, T]
+    loss_mask: torch.Tensor  # [N, T-1] bool
+    old_logprobs: torch.Tensor  # [N, T-1] behaviour log-probs
+    advantages: torch.Tensor  # [N]
+    ref_logprobs: torch.Tensor | None = None  # [N, T-1]
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    def select(self, rows: torch.Tensor | slice) -> "TrainingBatch":
+        """A sub-batch, trimmed to its own longest sequence (right padding makes that a slice)."""
+        width = int(self.attention_mask[rows].sum(1).max().item())
+
+        def cut(t: torch.Tensor | None, w: int) -> torch.Tensor | None:
+            return None if t is None else t[rows, :w] if t.dim() == 2 else t[rows]
+
+        return TrainingBatch(
+            input_ids=cut(self.input_ids, width),
+            attention_mask=cut(self.attention_mask, width),
+            loss_mask=cut(self.loss_mask, width - 1),
+            old_logprobs=cut(self.old_logprobs, width - 1),
+            advantages=cut(self.advantages, width - 1),
+            ref_logprobs=cut(self.ref_logprobs, width - 1),
+        )
+
+    @property
+    def num_loss_tokens(self) -> int:
+        return int(self.loss_mask.sum().item())
+
+
+def collate(trajectories: list[Trajectory], advantages: torch.Tensor, pad_token_id: int) -> TrainingBatch:
+    width = max(len(t.token_ids) for t in trajectories)
+    n = len(trajectories)
+    input_ids = torch.full((n, width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((n, width), dtype=torch.long)
+    loss_mask = torch.zeros((n, width), dtype=torch.bool)
+    old_logprobs = torch.zeros((n, width))
+    for row, t in enumerate(trajectories):
+        length = len(t.token_ids)
+        input_ids[row, :length] = torch.tensor(t.token_ids)
+        attention_mask[row, :length] = 1
+        loss_mask[row, :length] = torch.tensor(t.loss_mask)
+        old_logprobs[row, :length] = torch.tensor(t.behaviour_logprobs)
+    return TrainingBatch(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        loss_mask=loss_mask[:, 1:],
+        old_logprobs=old_logprobs[:, 1:],
+        advantages=advantages.float(),
+    )

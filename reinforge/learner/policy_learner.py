@@ -1,0 +1,82 @@
+"""The policy learner: AdamW, gradient accumulation over micro-batches, clipping, bf16 autocast."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import torch
+from transformers import PreTrainedModel
+
+from reinforge.learner.batch import TrainingBatch
+from reinforge.learner.logprobs import token_logprobs
+
+# (new log-probs [n, T-1], entropy [n, T-1], micro-batch, total loss tokens of the mini-batch)
+#   -> (loss already divided by the mini-batch normalizer, metrics)
+LossFn = Callable[[torch.Tensor, torch.Tensor, TrainingBatch, float], tuple[torch.Tensor, dict[str, float]]]
+
+
+class PolicyLearner:
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        lr: float,
+        weight_decay: float = 0.0,
+        max_grad_norm: float = 1.0,
+        micro_batch_size: int = 64,
+        bf16_autocast: bool = False,
+        temperature: float = 1.0,
+    ):
+        self.model = model
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+        self.max_grad_norm = max_grad_norm
+        self.micro_batch_size = micro_batch_size
+        self.bf16_autocast = bf16_autocast
+        self.temperature = temperature
+        self.version = 0  # bumped on every optimizer step; engines sample from a known version
+
+    def _autocast(self):
+        return torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16_autocast else contextlib.nullcontext()
+
+    def train_step(self, batch: TrainingBatch, loss_fn: LossFn) -> dict[str, float]:
+        """One optimizer step on `batch`, accumulated over micro-batches."""
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        normalizer = float(max(batch.num_loss_tokens, 1))
+        totals: dict[str, float] = {}
+        entropy_sum = 0.0
+        for start in range(0, len(batch), self.micro_batch_size):
+            micro = batch.select(slice(start, start + self.micro_batch_size))
+            with self._autocast():
+                logprobs, entropy = token_logprobs(self.model, micro.input_ids, micro.attention_mask, self.temperature)
+            loss, metrics = loss_fn(logprobs, entropy, micro, normalizer)
+            loss.backward()
+            weight = micro.num_loss_tokens / normalizer
+            for key, value in {"loss": loss.item() * normalizer / max(micro.num_loss_tokens, 1), **metrics}.items():
+                totals[key] = totals.get(key, 0.0) + value * weight
+            entropy_sum += (entropy * micro.loss_mask).sum().item()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        if not torch.isfinite(grad_norm):
+            raise FloatingPointError(f"non-finite gradient norm ({grad_norm}) at learner version {self.version}")
+        self.optimizer.step()
+        self.version += 1
+        return {**totals, "grad_norm": grad_norm.item(), "entropy": entropy_sum / normalizer}
+
+    @torch.no_grad()
+    def logprobs(self, batch: TrainingBatch) -> torch.Tensor:
+        """Log-probs of `batch` under the current weights, without gradients: [N, T-1]."""
+        return compute_logprobs(self.model, batch, self.micro_batch_size, self.temperature, self._autocast)
+
+
+@torch.no_grad()
+def compute_logprobs(model, batch: TrainingBatch, micro_batch_size: int, temperature: float, autocast=contextlib.nullcontext) -> torch.Tensor:
+    was_training = model.training
+    model.eval()
+    out = torch.zeros_like(batch.old_logprobs)
+    for start in range(0, len(batch), micro_batch_size):
+        rows = slice(start, start + micro_batch_size)
+        with autocast():
+            lp, _ = token_logprobs(model, batch.input_ids[rows], batch.attention_mask[rows], temperature)
+        out[rows, : lp.shape[1]] = lp
+    model.train(was_training)
+    return out

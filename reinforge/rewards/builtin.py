@@ -1,0 +1,51 @@
+"""Built-in reward functions, registered by name for `reward.components[].fn`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from reinforge.rewards.base import RewardFn
+from reinforge.rewards.verifiers import verify
+from reinforge.rollout.trajectory import Trajectory
+from reinforge.tasks.task import Task
+
+
+class VerifierReward:
+    """1.0 when the task's own verifier accepts the response, else its partial score or 0."""
+
+    def __call__(self, task: Task, trajectory: Trajectory) -> float:
+        return float(verify(task, trajectory.response_text))
+
+
+class FormatReward:
+    """1.0 when the response matches `pattern` (full match, surrounding space ignored) and, if
+    `require_stop`, the policy ended it itself instead of running out of tokens."""
+
+    def __init__(self, pattern: str, require_stop: bool = True):
+        try:
+            self.pattern = re.compile(pattern, re.DOTALL)
+        except re.error as err:
+            raise ValueError(f"format reward: invalid regex {pattern!r}: {err}") from None
+        self.require_stop = require_stop
+
+    def __call__(self, task: Task, trajectory: Trajectory) -> float:
+        if self.require_stop and trajectory.finish_reason != "stop":
+            return 0.0
+        return 1.0 if self.pattern.fullmatch(trajectory.response_text.strip()) else 0.0
+
+
+REWARD_FUNCTIONS: dict[str, Callable[..., RewardFn]] = {
+    "verifier": VerifierReward,
+    "format": FormatReward,
+}
+
+
+def build_reward_fn(fn: str, params: dict[str, Any]) -> RewardFn:
+    if fn not in REWARD_FUNCTIONS:
+        raise ValueError(f"unknown reward function {fn!r}; valid: {', '.join(sorted(REWARD_FUNCTIONS))}")
+    try:
+        return REWARD_FUNCTIONS[fn](**params)
+    except TypeError as err:
+        raise ValueError(f"reward function {fn!r}: bad params {params}: {err}") from None

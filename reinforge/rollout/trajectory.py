@@ -1,0 +1,35 @@
+"""The Trajectory type: exactly what was sampled and observed in one episode, and how it scored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Trajectory:
+    """One episode, in tokens.
+
+    `token_ids` is the whole episode (prompt, every policy turn, every env observation) exactly as
+    the engine and env produced them; `loss_mask[i]` is true only where token i was sampled by the
+    policy, and `behaviour_logprobs[i]` is the engine's log-prob of that token (0 elsewhere).
+    `turn_spans` are [start, end) index ranges of the policy's turns.
+    """
+
+    task_id: str
+    group_id: int
+    token_ids: list[int]
+    loss_mask: list[bool]
+    behaviour_logprobs: list[float]
+    turn_spans: list[tuple[int, int]]
+    prompt_length: int
+    response_text: str
+    policy_version: int
+    finish_reason: str
+    rewards: dict[str, float] = field(default_factory=dict)  # named components, unweighted
+    reward: float = 0.0  # weighted total, what the advantage estimator sees
+    turn_rewards: list[float] | None = None
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def num_sampled_tokens(self) -> int:
+        return sum(self.loss_mask)

@@ -1,0 +1,164 @@
+"""Tasks from JSONL files: bring your own problems.
+
+One JSON object per line:
+
+    {"prompt": "2+2=", "answer": 4}
+    {"id": "q7", "prompt": [{"role": "user", "content": "Capital of France?"}], "answer": "Paris",
+     "solution": "The capital is <answer>Paris</answer>", "verifier": "exact", "topic": "geo"}
+
+`prompt` (text or chat messages) and `answer` (any JSON scalar but null) are required; `id`,
+`solution` (the supervised warm-up target) and `verifier` (default "exact") are optional; any
+other field goes to `Task.metadata`. Blank lines are skipped. Every malformed line is reported
+as a ConfigError naming the file and the line, before any model is loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from reinforge.config import ConfigError, TaskConfig
+from reinforge.rewards.verifiers import VERIFIERS, parse_number
+from reinforge.tasks.task import Prompt, Task, TaskSplits
+
+RESERVED_FIELDS = ("id", "prompt", "answer", "solution", "verifier")
+
+
+def _fail(path: Path, lineno: int, message: str) -> ConfigError:
+    return ConfigError(f"{path}:{lineno}: {message}")
+
+
+def _parse_prompt(value: Any, path: Path, lineno: int) -> Prompt:
+    if isinstance(value, str):
+        if not value.strip():
+            raise _fail(path, lineno, "'prompt' is empty")
+        return value
+    if isinstance(value, list) and value:
+        for i, message in enumerate(value):
+            if (
+                not isinstance(message, dict)
+                or not {"role", "content"} <= set(message)
+                or not all(isinstance(v, str) for v in message.values())
+            ):
+                raise _fail(path, lineno, f"'prompt' message {i} must be {{\"role\": str, \"content\": str}}, got {message!r}")
+        return value
+    raise _fail(path, lineno, f"'prompt' must be a string or a non-empty list of chat messages, got {value!r}")
+
+
+def _parse_answer(value: Any, path: Path, lineno: int) -> str:
+    if isinstance(value, str):
+        return value
+    # JSON spelling, so that `true` stays "true" and not Python's "True".
+    if isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    raise _fail(path, lineno, f"'answer' must be a JSON string, number or boolean, got {value!r}")
+
+
+def _parse_line(record: Any, path: Path, lineno: int) -> Task:
+    if not isinstance(record, dict):
+        raise _fail(path, lineno, f"expected a JSON object, got {type(record).__name__}")
+    for required in ("prompt", "answer"):
+        if required not in record:
+            raise _fail(path, lineno, f"missing required field {required!r}")
+    prompt = _parse_prompt(record["prompt"], path, lineno)
+    answer = _parse_answer(record["answer"], path, lineno)
+
+    task_id = record.get("id", f"{path.stem}:{lineno}")
+    if isinstance(task_id, bool) or not isinstance(task_id, (str, int)):
+        raise _fail(path, lineno, f"'id' must be a string or integer, got {task_id!r}")
+    solution = record.get("solution")
+    if solution is not None and not isinstance(solution, str):
+        raise _fail(path, lineno, f"'solution' must be a string, got {solution!r}")
+    verifier = record.get("verifier", "exact")
+    if verifier not in VERIFIERS:
+        raise _fail(path, lineno, f"unknown verifier {verifier!r}; valid: {', '.join(sorted(VERIFIERS))}")
+    if verifier == "numeric" and parse_number(answer) is None:
+        raise _fail(path, lineno, f"'answer' {answer!r} is not a number but verifier is 'numeric'")
+
+    return Task(
+        id=str(task_id),
+        prompt=prompt,
+        answer=answer,
+        verifier=verifier,
+        demonstration=solution,
+        metadata={k: v for k, v in record.items() if k not in RESERVED_FIELDS},
+    )
+
+
+def read_tasks(path: str | Path) -> list[Task]:
+    """Parse one JSONL file into tasks; any problem is a ConfigError with file and line."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"task file {path} does not exist")
+    tasks: list[Task] = []
+    seen_ids: dict[str, int] = {}
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+            except UnicodeDecodeError as err:
+                raise _fail(path, lineno, f"not valid UTF-8 ({err.reason})") from None
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise _fail(path, lineno, f"invalid JSON: {err.msg} (column {err.colno})") from None
+            task = _parse_line(record, path, lineno)
+            if task.id in seen_ids:
+                raise _fail(path, lineno, f"duplicate id {task.id!r} (first on line {seen_ids[task.id]})")
+            seen_ids[task.id] = lineno
+            tasks.append(task)
+    if not tasks:
+        raise ConfigError(f"task file {path} contains no tasks")
+    return tasks
+
+
+def _prompt_key(task: Task) -> str:
+    return json.dumps(task.prompt, sort_keys=True)
+
+
+def _require_path(cfg: TaskConfig) -> str:
+    if cfg.path is None:
+        raise ConfigError("task.path: source=jsonl needs the path of a JSONL file of training tasks")
+    return cfg.path
+
+
+def check(cfg: TaskConfig) -> None:
+    """Parse the file(s) fully: parsing is cheap and it is the only way to find a bad line 9000."""
+    read_tasks(_require_path(cfg))
+    if cfg.eval_path is not None:
+        read_tasks(cfg.eval_path)
+
+
+def load(cfg: TaskConfig, seed: int) -> TaskSplits:
+    """Train and held-out tasks.
+
+    With `task.eval_path`, that whole file is held out. Without it, `task.eval_size` tasks (at
+    most half the file) are drawn with `random.Random(seed)`. Either way, training tasks whose
+    prompt also appears among the held-out ones are dropped, so evaluation never measures
+    memorisation. Both lists keep file order. `task.train_size` does not apply: the file is
+    the training set.
+    """
+    train = read_tasks(_require_path(cfg))
+    if cfg.eval_path is not None:
+        held_out = read_tasks(cfg.eval_path)
+        ids = {t.id for t in train}
+        clash = next((t.id for t in held_out if t.id in ids), None)
+        if clash is not None:
+            raise ConfigError(f"task id {clash!r} is in both {cfg.path} and {cfg.eval_path}; ids must be unique")
+    else:
+        n_eval = min(cfg.eval_size, len(train) // 2)
+        order = list(range(len(train)))
+        random.Random(seed).shuffle(order)
+        eval_indices = set(order[:n_eval])
+        held_out = [t for i, t in enumerate(train) if i in eval_indices]
+        train = [t for i, t in enumerate(train) if i not in eval_indices]
+
+    held_out_prompts = {_prompt_key(t) for t in held_out}
+    train = [t for t in train if _prompt_key(t) not in held_out_prompts]
+    if not train:
+        raise ConfigError(f"task.path {cfg.path}: every training prompt also appears in the held-out tasks")
+    return TaskSplits(train=train, eval=held_out)

@@ -1,0 +1,65 @@
+"""Task sources by name: `task.source` in the config selects one.
+
+A source is any object (usually a module) with `load(cfg, seed) -> TaskSplits` and
+`check(cfg)`. Built-in sources are imported on first use, so naming a source costs nothing
+until it is loaded (reasoning-gym alone takes seconds to import). To add a source, write one
+module with those two functions and add one line to `TASK_SOURCES`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Protocol
+
+from reinforge.config import ConfigError, TaskConfig
+from reinforge.tasks.task import TaskSplits
+
+__all__ = ["TASK_SOURCES", "LazySource", "TaskSource", "TaskSplits", "check_task_config", "load_tasks"]
+
+
+class TaskSource(Protocol):
+    def load(self, cfg: TaskConfig, seed: int) -> TaskSplits: ...
+
+    def check(self, cfg: TaskConfig) -> None: ...
+
+
+class LazySource:
+    """A source module named by its import path, imported when first used."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+
+    def load(self, cfg: TaskConfig, seed: int) -> TaskSplits:
+        return importlib.import_module(self.module).load(cfg, seed)
+
+    def check(self, cfg: TaskConfig) -> None:
+        importlib.import_module(self.module).check(cfg)
+
+    def __repr__(self) -> str:
+        return f"LazySource({self.module!r})"
+
+
+TASK_SOURCES: dict[str, TaskSource] = {
+    "arithmetic": LazySource("reinforge.tasks.arithmetic"),
+    "jsonl": LazySource("reinforge.tasks.jsonl_source"),
+    "reasoning_gym": LazySource("reinforge.tasks.reasoning_gym_source"),
+}
+
+
+def get_source(name: str) -> TaskSource:
+    try:
+        return TASK_SOURCES[name]
+    except KeyError:
+        raise ConfigError(f"task.source: unknown task source {name!r}; valid: {', '.join(sorted(TASK_SOURCES))}") from None
+
+
+def check_task_config(cfg: TaskConfig) -> None:
+    """Validate the task section before any compute: unknown source, missing file, bad params."""
+    get_source(cfg.source).check(cfg)
+
+
+def load_tasks(cfg: TaskConfig, seed: int) -> TaskSplits:
+    splits = get_source(cfg.source).load(cfg, seed)
+    if not splits.train:
+        raise ConfigError(f"task source {cfg.source!r} produced no training tasks")
+    return splits

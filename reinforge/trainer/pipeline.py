@@ -1,0 +1,145 @@
+"""The train recipe: tasks -> model -> supervised warm-up -> GRPO -> held-out evaluation -> save.
+
+This file only composes components; every piece lives in its own folder.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from reinforge.config import Config, dump_config
+from reinforge.engines.torch_engine import TorchEngine
+from reinforge.envs.single_turn import SingleTurnEnv
+from reinforge.learner.policy_learner import PolicyLearner
+from reinforge.learner.reference import ReferenceModel
+from reinforge.models.loading import load_model_and_tokenizer, save_model
+from reinforge.models.tiny_llama import build_tiny_llama
+from reinforge.models.tokenizer import train_tokenizer
+from reinforge.rewards.builtin import build_reward_fn
+from reinforge.rewards.scorer import NamedReward, RewardScorer
+from reinforge.tasks.registry import load_tasks
+from reinforge.tasks.task import TaskSplits
+from reinforge.telemetry import MetricsLogger, print_summary, reward_curve_summary, time_split
+from reinforge.trainer.preflight import preflight
+from reinforge.trainer.rl_loop import RLComponents, RLResult, run_rl
+from reinforge.trainer.evaluation import evaluate
+from reinforge.trainer.sft import run_sft
+
+
+@dataclass
+class TrainOutcome:
+    run_dir: Path
+    accuracy_before: float
+    accuracy_after: float
+    rl: RLResult
+
+
+def make_run_dir(cfg: Config) -> Path:
+    run_dir = Path(cfg.trainer.output_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S"))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(dump_config(cfg))
+    return run_dir
+
+
+def build_policy(cfg: Config, tasks: TaskSplits):
+    """The user's local HF model, or a tokenizer + tiny Llama built here from the task texts."""
+    if cfg.model.path is not None:
+        return load_model_and_tokenizer(cfg.model.path)
+    texts = [(t.prompt if isinstance(t.prompt, str) else " ".join(m["content"] for m in t.prompt)) + " " + t.sft_target for t in tasks.train[:5000]]
+    tokenizer = train_tokenizer(texts, cfg.model.vocab_size)
+    model = build_tiny_llama(tokenizer, cfg.model.preset, cfg.model.max_positions, seed=cfg.trainer.seed)
+    return model, tokenizer
+
+
+def build_scorer(cfg: Config) -> RewardScorer:
+    components = [NamedReward(c.name, build_reward_fn(c.fn, c.params), c.weight) for c in cfg.reward.components]
+    return RewardScorer(components, cfg.reward.timeout_s, cfg.reward.max_error_fraction)
+
+
+def run_training(cfg: Config) -> TrainOutcome:
+    preflight(cfg)
+    torch.manual_seed(cfg.trainer.seed)
+    if cfg.trainer.threads:
+        torch.set_num_threads(cfg.trainer.threads)
+    run_dir = make_run_dir(cfg)
+    tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
+    model, tokenizer = build_policy(cfg, tasks)
+    env = SingleTurnEnv(tokenizer, cfg.rollout.prompt_format)
+    stop_ids = (tokenizer.eos_token_id,)
+
+    with MetricsLogger(run_dir, tensorboard=cfg.telemetry.tensorboard) as logger:
+        start = time.perf_counter()
+        run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress)
+        sft_seconds = time.perf_counter() - start
+        if cfg.sft.steps:
+            save_model(model, tokenizer, run_dir / "warm_start")
+
+        scorer = build_scorer(cfg)
+        parts = RLComponents(
+            engine=TorchEngine(model, tokenizer.pad_token_id, dtype=cfg.rollout.engine_dtype),
+            env=env,
+            learner=PolicyLearner(
+                model, cfg.algo.lr, cfg.algo.weight_decay, cfg.algo.max_grad_norm,
+                cfg.algo.micro_batch_size, cfg.algo.bf16_autocast, cfg.rollout.temperature,
+            ),
+            scorer=scorer,
+            reference=ReferenceModel(model, cfg.algo.micro_batch_size, cfg.rollout.temperature) if cfg.algo.kl_coef > 0 else None,
+        )
+        try:
+            result = run_rl(parts, tasks, cfg, stop_ids, logger, run_dir)
+        finally:
+            scorer.close()
+        save_model(model, tokenizer, run_dir / "final")
+
+    before, after = result.evals[0], result.evals[-1]
+    curve = reward_curve_summary(result.rewards)
+    k = cfg.eval.samples
+    rows = [
+        ("held-out tasks", f"{len(tasks.eval)}"),
+        ("greedy accuracy, warm start", f"{before['accuracy']:.1%}"),
+        ("greedy accuracy, after RL", f"{after['accuracy']:.1%}  ({after['accuracy'] - before['accuracy']:+.1%})"),
+        (f"mean@{k}, warm start -> after RL", f"{before[f'mean@{k}']:.1%} -> {after[f'mean@{k}']:.1%}"),
+        ("reward, first 10% of steps", f"{curve['first_10pct_mean']:.3f}"),
+        ("reward, last 10% of steps", f"{curve['last_10pct_mean']:.3f}"),
+        ("reward, best 10-step average", f"{curve['max_moving_avg_10']:.3f}"),
+        ("sft", f"{sft_seconds:.1f} s"),
+        *time_split(result.seconds),
+        ("run directory", str(run_dir)),
+    ]
+    print_summary(rows, title="reinforge train")
+    return TrainOutcome(run_dir, before["accuracy"], after["accuracy"], result)
+
+
+def run_sft_stage(cfg: Config) -> Path:
+    """`reinforge sft`: warm up, report held-out greedy accuracy, save to RUN_DIR/warm_start."""
+    preflight(cfg)
+    torch.manual_seed(cfg.trainer.seed)
+    run_dir = make_run_dir(cfg)
+    tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
+    model, tokenizer = build_policy(cfg, tasks)
+    env = SingleTurnEnv(tokenizer, cfg.rollout.prompt_format)
+    with MetricsLogger(run_dir, tensorboard=cfg.telemetry.tensorboard) as logger:
+        losses = run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress)
+        engine = TorchEngine(model, tokenizer.pad_token_id)
+        metrics, _ = evaluate(
+            engine, env, tasks.eval, cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
+            (tokenizer.eos_token_id,), cfg.eval.samples, cfg.rollout.temperature, seed=cfg.trainer.seed,
+        )
+        logger.log(cfg.sft.steps, metrics, stage="eval")
+    out = save_model(model, tokenizer, run_dir / "warm_start")
+    k = cfg.eval.samples
+    print_summary(
+        [
+            ("steps", str(cfg.sft.steps)),
+            ("final loss", f"{losses[-1]:.4f}" if losses else "-"),
+            ("held-out greedy accuracy", f"{metrics['accuracy']:.1%}"),
+            (f"held-out mean@{k}", f"{metrics[f'mean@{k}']:.1%}"),
+            ("model", str(out)),
+        ],
+        title="reinforge sft",
+    )
+    return out

@@ -1,0 +1,92 @@
+"""Supervised warm-up: next-token cross-entropy on each task's worked completion.
+
+Only completion tokens are trained (the prompt is context), and each example is tokenized the
+way RL will see it: prompt ids from the env, then the completion and end-of-sequence token.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedModel
+
+from reinforge.config import SFTConfig
+from reinforge.envs.single_turn import SingleTurnEnv
+from reinforge.tasks.task import Task
+from reinforge.telemetry import MetricsLogger, ProgressDisplay
+
+
+def sft_example(env: SingleTurnEnv, task: Task) -> tuple[list[int], int]:
+    """(token ids, prompt length)."""
+    prompt = env.prompt_ids(task)
+    return prompt + env.response_ids(task.sft_target), len(prompt)
+
+
+def sft_batch(examples: list[tuple[list[int], int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    width = max(len(ids) for ids, _ in examples)
+    input_ids = torch.full((len(examples), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    target_mask = torch.zeros_like(input_ids, dtype=torch.bool)
+    for row, (ids, prompt_len) in enumerate(examples):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention_mask[row, : len(ids)] = 1
+        target_mask[row, prompt_len : len(ids)] = True
+    return input_ids, attention_mask, target_mask
+
+
+def sft_loss(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, target_mask: torch.Tensor) -> torch.Tensor:
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1]
+    targets = input_ids[:, 1:].masked_fill(~target_mask[:, 1:], -100)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100)
+
+
+def warmup_cosine(step: int, warmup: int, total: int) -> float:
+    """Learning-rate multiplier: linear warm-up, then cosine decay to 10%."""
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def run_sft(
+    model: PreTrainedModel,
+    env: SingleTurnEnv,
+    tasks: list[Task],
+    cfg: SFTConfig,
+    seed: int,
+    logger: MetricsLogger | None = None,
+    show_progress: bool = True,
+) -> list[float]:
+    """Train `model` in place for `cfg.steps` steps; return the loss of every step."""
+    if cfg.steps == 0:
+        return []
+    if not tasks:
+        raise ValueError("supervised warm-up needs training tasks")
+    examples = [sft_example(env, task) for task in tasks]
+    pad = env.tokenizer.pad_token_id
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, cfg.warmup_steps, cfg.steps))
+    rng = random.Random(seed)
+    order: list[int] = []
+    losses = []
+    model.train()
+    with ProgressDisplay(cfg.steps, "SFT warm-up", enabled=show_progress) as progress:
+        for step in range(cfg.steps):
+            if len(order) < cfg.batch_size:  # epochs of shuffled examples
+                order += rng.sample(range(len(examples)), len(examples))
+            batch = [examples[i] for i in order[: cfg.batch_size]]
+            del order[: cfg.batch_size]
+            loss = sft_loss(model, *sft_batch(batch, pad))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            losses.append(loss.item())
+            if logger is not None and (step % 10 == 0 or step == cfg.steps - 1):
+                logger.log(step, {"loss": losses[-1], "lr": scheduler.get_last_lr()[0]}, stage="sft")
+            progress.update(step + 1, {"loss": losses[-1]})
+    return losses
