@@ -6,6 +6,7 @@ recipe or on the command line is reported with its dotted name before a model is
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -131,6 +132,23 @@ class Config(Section):
 
 # --------------------------------------------------------------------------- loading
 
+class _YamlLoader(yaml.SafeLoader):
+    """SafeLoader that reads `1e-5` and `1.0e5` as floats. PyYAML follows YAML 1.1, whose floats
+    need a dot and a signed exponent, so it would keep them as strings: pydantic coerces those for
+    typed fields, but free-form dicts (`task.params`, reward `params`) would receive '1e-5'."""
+
+
+_YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def _load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_YamlLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def recipe_path(name_or_path: str) -> Path:
     """A recipe is a YAML path or the name of a recipe shipped in recipes/."""
     path = Path(name_or_path)
@@ -158,7 +176,7 @@ def apply_override(tree: dict[str, Any], dotted: str) -> None:
         if not isinstance(child, dict):
             raise ConfigError(f"override {key!r}: {part!r} is a value, not a section")
         node = child
-    node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
+    node[parts[-1]] = _load_yaml(raw) if raw.strip() else None
 
 
 def _format_validation_error(err: ValidationError) -> str:
@@ -183,7 +201,7 @@ def load_config(recipe: str | None = "default", overrides: list[str] | tuple[str
     tree: dict[str, Any] = {}
     if recipe is not None:
         path = recipe_path(recipe)
-        loaded = yaml.safe_load(path.read_text()) or {}
+        loaded = _load_yaml(path.read_text()) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"recipe {path} must be a mapping of sections, got {type(loaded).__name__}")
         tree = loaded

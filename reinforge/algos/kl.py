@@ -14,4 +14,6 @@ def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     Shao et al., "DeepSeekMath" (2024), eq. 4.
     """
     log_ratio = ref_logprobs - logprobs
-    return torch.exp(log_ratio) - log_ratio - 1.0
+    # expm1 instead of exp(x) - 1: in float32, exp(x) - x - 1 rounds to about -6e-8 for |x| ~ 5e-8,
+    # a negative "KL"; expm1(x) - x stays >= 0 and is accurate for small x.
+    return torch.expm1(log_ratio) - log_ratio

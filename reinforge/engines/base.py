@@ -23,7 +23,7 @@ class SamplingParams:
     def __post_init__(self) -> None:
         if self.max_new_tokens <= 0:
             raise ValueError(f"max_new_tokens must be positive, got {self.max_new_tokens}")
-        if self.temperature < 0:
+        if not self.temperature >= 0:  # also rejects NaN, which would only fail later, mid-sampling
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")

@@ -35,9 +35,12 @@ class _Layer:
     qkv_weight: torch.Tensor
     qkv_bias: torch.Tensor | None
     o_weight: torch.Tensor
+    o_bias: torch.Tensor | None
     post_norm: torch.Tensor
     gate_up_weight: torch.Tensor
+    gate_up_bias: torch.Tensor | None
     down_weight: torch.Tensor
+    down_bias: torch.Tensor | None
 
 
 @dataclass
@@ -76,22 +79,28 @@ class FusedLlamaDecoder:
         self.eps = config.rms_norm_eps
         self.rotary = model.model.rotary_emb
 
-        def w(t: torch.Tensor) -> torch.Tensor:
-            return t.detach().to(dtype)
+        def w(t: torch.Tensor | None) -> torch.Tensor | None:
+            # A copy, so an optimizer step never changes what a given policy version samples.
+            return None if t is None else t.detach().to(dtype, copy=True)
 
         self.layers = []
         for layer in model.model.layers:
             attn, mlp = layer.self_attn, layer.mlp
+            # Llama's attention_bias / mlp_bias also put biases on o_proj and the MLP; qwen2 only on q, k, v.
             biases = [attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias]
+            gate_up_bias = None if mlp.gate_proj.bias is None else torch.cat([mlp.gate_proj.bias, mlp.up_proj.bias])
             self.layers.append(
                 _Layer(
                     input_norm=w(layer.input_layernorm.weight),
                     qkv_weight=w(torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])),
                     qkv_bias=None if biases[0] is None else w(torch.cat(biases)),
                     o_weight=w(attn.o_proj.weight),
+                    o_bias=w(attn.o_proj.bias),
                     post_norm=w(layer.post_attention_layernorm.weight),
                     gate_up_weight=w(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
+                    gate_up_bias=w(gate_up_bias),
                     down_weight=w(mlp.down_proj.weight),
+                    down_bias=w(mlp.down_proj.bias),
                 )
             )
         self.embed = w(model.model.embed_tokens.weight)
@@ -129,10 +138,10 @@ class FusedLlamaDecoder:
                 attn_mask=attn_mask,
                 enable_gqa=self.kv_heads != self.heads,
             )
-            hidden = hidden + F.linear(attn.transpose(1, 2).reshape(batch, steps, q_size), layer.o_weight)
+            hidden = hidden + F.linear(attn.transpose(1, 2).reshape(batch, steps, q_size), layer.o_weight, layer.o_bias)
             x = self._rms_norm(hidden, layer.post_norm)
-            gate, up = F.linear(x, layer.gate_up_weight).chunk(2, dim=-1)
-            hidden = hidden + F.linear(F.silu(gate) * up, layer.down_weight)
+            gate, up = F.linear(x, layer.gate_up_weight, layer.gate_up_bias).chunk(2, dim=-1)
+            hidden = hidden + F.linear(F.silu(gate) * up, layer.down_weight, layer.down_bias)
         state.length = end
         return hidden[:, -1]
 

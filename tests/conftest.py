@@ -1,0 +1,71 @@
+"""Shared fixtures: a tokenizer trained on a small arithmetic corpus and `nano` tiny Llamas.
+
+Session-scoped models are shared by many tests: treat them as read-only (a test that trains
+builds its own model with `build_tiny_llama`, which takes milliseconds).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+import torch
+
+from reinforge.models.tiny_llama import build_tiny_llama
+from reinforge.models.tokenizer import train_tokenizer
+
+# Tiny models are dominated by per-op overhead: one intra-op thread is several times faster than
+# two, and far faster when the two cores are shared with other processes (threads spin-wait).
+torch.set_num_threads(1)
+
+
+def arithmetic_corpus(n: int = 400, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        a, b = rng.randrange(1000), rng.randrange(1000)
+        lines.append(f"{a}+{b}={a + b}")
+    return lines
+
+
+def sharpen_(model: torch.nn.Module, std: float = 0.3, seed: int = 0) -> torch.nn.Module:
+    """Re-draw every weight (biases included) with a large scale, in place.
+
+    A freshly initialised model has near-uniform next-token distributions and near-uniform
+    attention, under which a wrong mask, position or missing bias barely moves the logits.
+    Large weights give peaked distributions (so top-k / top-p / stop tokens matter) and make
+    any mistake in the math show up far above float32 noise.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name:
+                param.copy_(torch.rand(param.shape, generator=generator) + 0.5)
+            else:
+                param.copy_(torch.randn(param.shape, generator=generator) * std)
+    return model
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return train_tokenizer(arithmetic_corpus())
+
+
+@pytest.fixture(scope="session")
+def nano_model(tokenizer):
+    """The `nano` preset exactly as built (eval mode). Read-only."""
+    return build_tiny_llama(tokenizer, "nano", seed=0).eval()
+
+
+@pytest.fixture(scope="session")
+def sharp_nano_model(nano_model):
+    """A `nano` model with large random weights: peaked, prompt-dependent distributions. Read-only."""
+    return sharpen_(copy.deepcopy(nano_model)).eval()
+
+
+@pytest.fixture(scope="session")
+def arithmetic_prompts(tokenizer) -> list[list[int]]:
+    """Prompt ids of different lengths (so batches are left-padded), each starting with <bos>."""
+    texts = ["1+2=", "35+7=", "123+456=", "9=", "80+801="]
+    return [tokenizer(text).input_ids for text in texts]

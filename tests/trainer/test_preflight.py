@@ -1,0 +1,165 @@
+"""Preflight: every config that cannot run fails with its key named, before any model exists.
+
+These tests stay pure calls on configs: no tokenizer is trained and no model is built (model
+factories are patched to fail), and each preflight call is timed.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+import reinforge.tasks.reasoning_gym_source  # noqa: F401 - imported here so its import time is not in the timed calls
+from reinforge import cli
+from reinforge.config import ConfigError, load_config
+from reinforge.trainer import pipeline
+from reinforge.trainer.preflight import preflight
+
+FAST_S = 2.0  # generous for a loaded CI box; a preflight that builds a model takes far longer
+
+
+@pytest.fixture(autouse=True)
+def no_compute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Anything past validation is a test failure, and nothing lands in the repo's runs/."""
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("work started before the config was validated")
+
+    for name in ("build_policy", "load_tasks", "make_run_dir", "build_tiny_llama", "train_tokenizer", "load_model_and_tokenizer"):
+        monkeypatch.setattr(pipeline, name, forbidden)
+    monkeypatch.chdir(tmp_path)
+
+
+def check(*overrides: str) -> None:
+    cfg = load_config("default", list(overrides))
+    start = time.perf_counter()
+    try:
+        preflight(cfg)
+    finally:
+        assert time.perf_counter() - start < FAST_S
+
+
+def config_error(*overrides: str) -> str:
+    with pytest.raises(ConfigError) as err:
+        check(*overrides)
+    return str(err.value)
+
+
+def test_default_recipe_passes() -> None:
+    check()
+
+
+def test_group_of_one_for_grpo() -> None:
+    message = config_error("rollout.group_size=1")
+    assert "rollout.group_size=1" in message and "'grpo'" in message and ">= 2" in message
+
+
+def test_mini_batches_must_divide_the_samples() -> None:
+    # default: 32 prompts x 8 samples = 256 per step
+    message = config_error("algo.mini_batches=3")
+    assert "algo.mini_batches=3" in message and "256" in message
+    check("algo.mini_batches=4")
+
+
+def test_unknown_advantage_lists_valid_ones() -> None:
+    message = config_error("algo.advantage=ppo_gae_typo")
+    assert "algo.advantage" in message and "'ppo_gae_typo'" in message and "grpo" in message
+
+
+def test_unknown_task_source() -> None:
+    message = config_error("task.source=csv")
+    assert "task.source" in message and "'csv'" in message and "arithmetic" in message
+
+
+def test_bad_arithmetic_params() -> None:
+    assert "task.params" in config_error("task.params.digts=2")
+    assert "task.params.digits" in config_error("task.params.digits=12")
+
+
+def test_unknown_reasoning_gym_dataset() -> None:
+    message = config_error("task.source=reasoning_gym", "task.dataset=nope", "task.params={}")
+    assert "task.dataset" in message and "'nope'" in message and "chain_sum" in message
+
+
+def test_reasoning_gym_without_dataset() -> None:
+    assert "task.dataset" in config_error("task.source=reasoning_gym", "task.params={}")
+
+
+def test_bad_reward_fn_name() -> None:
+    message = config_error("reward.components=[{name: score, fn: verifer}]")
+    assert "reward.components[0]" in message and "'verifer'" in message and "verifier" in message
+
+
+def test_bad_reward_params() -> None:
+    message = config_error("reward.components=[{name: a, fn: verifier}, {name: fmt, fn: format, params: {patern: x}}]")
+    assert "reward.components[1]" in message and "fmt" in message and "bad params" in message
+    assert "invalid regex" in config_error("reward.components=[{name: fmt, fn: format, params: {pattern: '('}}]")
+
+
+def test_missing_model_dir_mentions_hub(tmp_path: Path) -> None:
+    message = config_error(f"model.path={tmp_path / 'nonexistent'}")
+    assert "model.path" in message and "hub" in message
+
+
+def test_model_dir_without_config_json(tmp_path: Path) -> None:
+    (tmp_path / "not_a_model").mkdir()
+    message = config_error(f"model.path={tmp_path / 'not_a_model'}")
+    assert "model.path" in message and "config.json" in message
+
+
+def test_unknown_model_preset() -> None:
+    message = config_error("model.preset=gigantic")
+    assert "model.preset" in message and "'gigantic'" in message
+
+
+def test_non_empty_output_dir(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    check(f"trainer.output_dir={out}")  # empty: fine
+    check(f"trainer.output_dir={tmp_path / 'new'}")  # absent: fine
+    (out / "metrics.jsonl").write_text("{}\n")
+    message = config_error(f"trainer.output_dir={out}")
+    assert "trainer.output_dir" in message and str(out) in message
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def test_cli_group_of_one_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    start = time.perf_counter()
+    assert cli.main(["train", "rollout.group_size=1"]) == 2
+    assert time.perf_counter() - start < FAST_S
+    captured = capsys.readouterr()
+    assert "rollout.group_size" in captured.err
+    assert captured.err.startswith("reinforge: config error:")
+    assert captured.out == ""
+
+
+def test_cli_missing_model_mentions_hub(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["train", "--model", "/nonexistent"]) == 2
+    err = capsys.readouterr().err
+    assert "model.path" in err and "/nonexistent" in err and "hub downloads" in err
+
+
+def test_cli_schema_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["sft", "algo.lrr=1"]) == 2
+    assert "algo.lrr" in capsys.readouterr().err
+    assert cli.main(["train", "--recipe", "nope"]) == 2
+    assert "shipped recipes" in capsys.readouterr().err
+
+
+def test_cli_non_empty_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "x").write_text("")
+    assert cli.main(["train", "--output", str(tmp_path / "out")]) == 2
+    assert "trainer.output_dir" in capsys.readouterr().err
+
+
+def test_cli_model_flag_skips_warm_up() -> None:
+    args = cli._parser().parse_args(["train", "--model", "/m", "algo.lr=1e-5"])
+    cfg = cli.config_from_args(args)
+    assert cfg.model.path == "/m" and cfg.sft.steps == 0 and cfg.algo.lr == 1e-5
+    kept = cli.config_from_args(cli._parser().parse_args(["train", "--model", "/m", "sft.steps=7"]))
+    assert kept.sft.steps == 7
