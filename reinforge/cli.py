@@ -39,7 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config_from_args(args)
         # Imported here so that `--help` and config errors answer without loading torch.
+        from transformers.utils import logging as hf_logging
+
         from reinforge.trainer.pipeline import run_sft_stage, run_training
+
+        hf_logging.disable_progress_bar()  # our own display covers progress; no per-save bars
 
         if args.command == "train":
             run_training(cfg)

@@ -179,12 +179,24 @@ def apply_override(tree: dict[str, Any], dotted: str) -> None:
     node[parts[-1]] = _load_yaml(raw) if raw.strip() else None
 
 
+def _section_keys(loc: tuple) -> list[str]:
+    """Field names of the section at `loc` (e.g. ("algo",)), for "did you mean" messages."""
+    model: Any = Config
+    for part in loc:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
+            return []
+        model = field.annotation
+    return list(model.model_fields)
+
+
 def _format_validation_error(err: ValidationError) -> str:
     lines = []
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"])
         if e["type"] == "extra_forbidden":
-            lines.append(f"  {key}: no such config key (see `reinforge config` keys in docs/config.md)")
+            valid = ", ".join(_section_keys(e["loc"][:-1])) or "see docs/config.md"
+            lines.append(f"  {key}: no such config key; valid keys here: {valid}")
         else:
             lines.append(f"  {key}: {e['msg']} (got {e.get('input')!r})")
     return "invalid config:\n" + "\n".join(lines)

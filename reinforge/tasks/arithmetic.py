@@ -16,7 +16,7 @@ from typing import Any
 from reinforge.config import ConfigError, TaskConfig
 from reinforge.tasks.task import Task, TaskSplits
 
-DEFAULTS: dict[str, Any] = {"digits": 3, "teacher_accuracy": 0.4}
+DEFAULTS: dict[str, Any] = {"digits": 2, "teacher_accuracy": 0.4}
 
 
 def add_without_carry(a: int, b: int) -> int:

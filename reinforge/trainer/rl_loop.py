@@ -46,7 +46,7 @@ class RLComponents:
 class RLResult:
     rewards: list[float] = field(default_factory=list)  # mean reward per step
     evals: list[dict] = field(default_factory=list)  # {"step": s, **eval metrics}
-    seconds: dict[str, float] = field(default_factory=lambda: {"rollout": 0.0, "reward": 0.0, "reference": 0.0, "update": 0.0, "eval": 0.0})
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("rollout", "reward", "advantage", "reference", "update", "eval"), 0.0))
 
 
 def make_policy_loss(clip_eps: float, kl_coef: float) -> LossFn:
@@ -130,18 +130,20 @@ def run_rl(
             group_ids = torch.tensor([t.group_id for t in trajectories])
             advantages, adv_metrics = estimator.fn(rewards, group_ids)
             batch = collate(trajectories, advantages, pad)
+            t3 = time.perf_counter()
             if parts.reference is not None:
                 batch.ref_logprobs = parts.reference.logprobs(batch)
-            t3 = time.perf_counter()
+            t4 = time.perf_counter()
             update_metrics: dict[str, float] = {}
             for _ in range(cfg.algo.epochs):
                 order = torch.randperm(len(batch), generator=shuffle)
                 for rows in order.chunk(cfg.algo.mini_batches):
                     update_metrics = parts.learner.train_step(batch.select(rows), loss_fn)
             parts.engine.sync_weights(parts.learner.version)
-            t4 = time.perf_counter()
+            t5 = time.perf_counter()
 
-            for key, seconds in zip(("rollout", "reward", "reference", "update"), (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+            phases = {"rollout": t1 - t0, "reward": t2 - t1, "advantage": t3 - t2, "reference": t4 - t3, "update": t5 - t4}
+            for key, seconds in phases.items():
                 result.seconds[key] += seconds
             sampled_tokens = sum(t.num_sampled_tokens for t in trajectories)
             metrics = {
@@ -149,7 +151,7 @@ def run_rl(
                 "response_length": sampled_tokens / len(trajectories),
                 "stop_frac": sum(t.finish_reason == "stop" for t in trajectories) / len(trajectories),
                 "tokens_per_s": sampled_tokens / max(t1 - t0, 1e-9),
-                "step_seconds": t4 - t0,
+                "step_seconds": t5 - t0,
                 "policy_version": float(parts.learner.version),
             }
             result.rewards.append(metrics["reward"])
