@@ -24,6 +24,7 @@ move 2-3x between runs on a shared 2-core box. The target is ours fused fp32 >= 
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import random
 import statistics
@@ -108,7 +109,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="micro", help="tiny Llama preset (ignored with --model)")
     parser.add_argument("--model", default=None, help="a local Hugging Face model directory")
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: torch's choice)")
     parser.add_argument("--rounds", type=int, default=3, help="timed calls of each variant, interleaved")
     parser.add_argument("--batch", type=int, default=64, help="prompts per call")
     parser.add_argument("--new-tokens", type=int, default=64, help="sampled tokens per prompt")
@@ -147,7 +148,7 @@ def main() -> None:
     print(
         f"model: {args.model or 'preset ' + args.preset} ({n_params / 1e6:.2f}M params), "
         f"{args.batch} prompts ({min(lengths)}-{max(lengths)} tokens) x {args.new_tokens} new tokens, "
-        f"threads={torch.get_num_threads()}, cpus={torch.get_num_interop_threads()} interop, rounds={args.rounds}"
+        f"threads={torch.get_num_threads()} (cpus: {os.cpu_count()}), rounds={args.rounds}"
     )
     print(f"{'variant':<18}{'s/call':>9}{'tok/s':>10}{'x generate':>12}")
     for name, r in results.items():

@@ -62,16 +62,51 @@ class RolloutConfig(Section):
 
 
 class AlgoConfig(Section):
-    advantage: str = Field("grpo", description="Advantage estimator, by name (reinforge.algos.registry).")
+    """The RL method: each choice is a name in a registry of reinforge.algos."""
+
+    method: str | None = Field(
+        None, description="A named preset of the keys below (reinforge.algos.methods), e.g. dr_grpo, dapo, gspo, ppo; keys set explicitly win."
+    )
+    advantage: str = Field("grpo", description="Advantage estimator (reinforge.algos.advantages): grpo, dr_grpo, rloo, reinforce_pp, reinforce_pp_baseline, gdpo, pass_at_k, gae.")
+    policy_loss: str = Field("ppo_clip", description="Policy loss (reinforge.algos.losses): ppo_clip, gspo, cispo, reinforce.")
+    loss_agg: str = Field("token_mean", description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum, constant (Dr. GRPO).")
     lr: float = Field(1e-4, gt=0, description="Policy learning rate (AdamW).")
     weight_decay: float = Field(0.0, ge=0)
-    clip_eps: float = Field(0.2, gt=0, description="PPO clip range epsilon.")
-    kl_coef: float = Field(0.0, ge=0, description="Weight of the k3 KL penalty to a frozen reference; 0 loads no reference.")
+    clip_eps: float = Field(0.2, gt=0, description="PPO clip range, lower side (and upper side unless clip_eps_high is set).")
+    clip_eps_high: float | None = Field(None, gt=0, description="Upper clip range (DAPO clip-higher, e.g. 0.28); default clip_eps.")
+    dual_clip_c: float | None = Field(None, gt=1, description="Dual-clip bound c for negative advantages (e.g. 3.0); None disables.")
+    kl_coef: float = Field(0.0, ge=0, description="Weight of the KL to a frozen reference; 0 loads no reference.")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator (Schulman 2020).")
+    kl_in_reward: bool = Field(False, description="Subtract the KL from the reward instead of adding it to the loss.")
+    ref_reset_every: int | None = Field(None, gt=0, description="Reset the reference to the current policy every N steps (ProRL).")
+    entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (entropy is logged every step either way).")
+    positive_weight: float = Field(1.0, ge=0, description="Scale of positive advantages (W-REINFORCE uses 0.1).")
+    negative_weight: float = Field(1.0, ge=0, description="Scale of negative advantages.")
+    ace_alpha: float = Field(0.0, ge=0, description="ACE: scale negative advantages by 1 + alpha * max(0, log pi/pi_ref of the sample); needs a reference.")
+    tis_cap: float | None = Field(None, gt=0, description="Truncated importance sampling cap against behaviour log-probs (e.g. 2.0); None disables.")
+    gamma: float = Field(1.0, gt=0, le=1, description="Discount (gae).")
+    lam: float = Field(1.0, ge=0, le=1, description="GAE lambda.")
+    pass_k: int = Field(1, gt=0, description="k of the pass@k estimator.")
+    dynamic_sampling: bool = Field(False, description="DAPO: drop groups whose rewards are all equal and sample more.")
+    max_sampling_rounds: int = Field(3, gt=0, le=16, description="Cap on rollout rounds per step under dynamic sampling.")
     epochs: int = Field(1, gt=0, description="Passes over each rollout batch.")
     mini_batches: int = Field(1, gt=0, description="Optimizer steps per pass over a rollout batch.")
     micro_batch_size: int = Field(64, gt=0, description="Sequences per forward/backward (gradient accumulation).")
     max_grad_norm: float = Field(1.0, gt=0)
     bf16_autocast: bool = Field(False, description="bfloat16 autocast for the learner's forward/backward.")
+
+
+class CriticConfig(Section):
+    """A learned value function, for critic-based estimators (gae)."""
+
+    enabled: bool = Field(False, description="Train a value model alongside the policy.")
+    trunk: Literal["policy_copy", "separate"] = Field("policy_copy", description="Value head on a copy of the policy trunk, or on a separate tiny model.")
+    preset: str = Field("nano", description="Tiny Llama preset of a separate trunk.")
+    lr: float = Field(1e-4, gt=0)
+    loss: str = Field("mse", description="Value loss: mse (clipped), hl_gauss (classification, Farebrother et al. 2024).")
+    clip_eps: float | None = Field(0.2, gt=0, description="Value clipping range; None disables.")
+    num_bins: int = Field(51, gt=1, description="Bins of the hl_gauss value head.")
+    support: tuple[float, float] = Field((-1.5, 1.5), description="Return range covered by the hl_gauss bins.")
 
 
 class RewardComponent(Section):
@@ -116,6 +151,7 @@ class Config(Section):
     sft: SFTConfig = Field(default_factory=SFTConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    critic: CriticConfig = Field(default_factory=CriticConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
@@ -210,6 +246,11 @@ def build_config(tree: dict[str, Any]) -> Config:
 
 
 def load_config(recipe: str | None = "default", overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Recipe, then the `algo.method` preset, then command-line overrides.
+
+    Precedence, lowest first: schema defaults, recipe, method preset, command line. A method named
+    inside a recipe is that recipe's starting point instead, so the recipe's own keys beat it.
+    """
     tree: dict[str, Any] = {}
     if recipe is not None:
         path = recipe_path(recipe)
@@ -217,9 +258,45 @@ def load_config(recipe: str | None = "default", overrides: list[str] | tuple[str
         if not isinstance(loaded, dict):
             raise ConfigError(f"recipe {path} must be a mapping of sections, got {type(loaded).__name__}")
         tree = loaded
+    command_line: dict[str, Any] = {}
     for item in overrides:
-        apply_override(tree, item)
+        apply_override(command_line, item)
+    method = (command_line.get("algo") or {}).get("method")
+    if method is not None:
+        apply_method_preset(tree, method, keep_existing=False)
+    elif (tree.get("algo") or {}).get("method") is not None:
+        apply_method_preset(tree, tree["algo"]["method"], keep_existing=True)
+    _deep_merge(tree, command_line)
     return build_config(tree)
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> None:
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _deep_merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def _is_set(tree: dict[str, Any], dotted: str) -> bool:
+    node: Any = tree
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def apply_method_preset(tree: dict[str, Any], method: str, keep_existing: bool) -> None:
+    from reinforge.algos.methods import method_overrides  # plain data, no torch import
+
+    try:
+        preset = method_overrides(method)
+    except ValueError as err:
+        raise ConfigError(f"algo.method: {err}") from None
+    for key, value in preset.items():
+        if not (keep_existing and _is_set(tree, key)):
+            apply_override(tree, f"{key}={value}")
 
 
 def dump_config(config: Config) -> str:

@@ -14,7 +14,7 @@ def test_default_recipe_loads() -> None:
     assert isinstance(cfg, Config)
     # Values from recipes/default.yaml, not the schema defaults.
     assert cfg.task.source == "arithmetic"
-    assert cfg.task.params == {"digits": 3, "teacher_accuracy": 0.4}
+    assert cfg.task.params == {}  # the arithmetic defaults, left implicit in the recipe
     assert cfg.sft.lr == 0.002 and cfg.algo.lr == 0.0002
     assert cfg.rollout.max_new_tokens == 8
     assert [c.name for c in cfg.reward.components] == ["correct", "format"]
@@ -31,8 +31,7 @@ def test_dotted_overrides_are_parsed_by_type() -> None:
     cfg = load_config("default", ["algo.lr=1e-5", "rollout.group_size=4", "task.params.digits=2", "telemetry.progress=false"])
     assert cfg.algo.lr == 1e-5 and isinstance(cfg.algo.lr, float)
     assert cfg.rollout.group_size == 4 and isinstance(cfg.rollout.group_size, int)
-    # The nested dict is merged, not replaced: the recipe's teacher_accuracy survives.
-    assert cfg.task.params == {"digits": 2, "teacher_accuracy": 0.4}
+    assert cfg.task.params == {"digits": 2}
     assert cfg.telemetry.progress is False
 
 
@@ -80,7 +79,7 @@ def test_constraint_violation_names_the_key() -> None:
 
 
 def test_override_into_a_value_errors() -> None:
-    with pytest.raises(ConfigError, match="'lr' is a value"):
+    with pytest.raises(ConfigError, match="algo.lr"):
         load_config("default", ["algo.lr.x=1"])
 
 
@@ -132,3 +131,24 @@ def test_dump_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "dumped.yaml"
     path.write_text(dump_config(cfg))
     assert load_config(str(path)) == cfg
+
+
+def test_nested_recipe_dicts_are_merged_with_overrides(tmp_path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("task:\n  params: {digits: 3, teacher_accuracy: 0.4}\n")
+    cfg = load_config(str(recipe), ["task.params.digits=2"])
+    assert cfg.task.params == {"digits": 2, "teacher_accuracy": 0.4}
+
+
+def test_method_preset_precedence(tmp_path) -> None:
+    # Command line > method preset > recipe.
+    cfg = load_config("default", ["algo.method=dapo", "algo.clip_eps_high=0.3"])
+    assert (cfg.algo.clip_eps_high, cfg.algo.dynamic_sampling) == (0.3, True)
+    cfg = load_config("default", ["algo.method=gspo"])
+    assert (cfg.algo.policy_loss, cfg.algo.loss_agg, cfg.algo.clip_eps) == ("gspo", "seq_mean_token_mean", 3e-4)
+    # A method named inside a recipe is its starting point: the recipe's own keys win.
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("algo: {method: gspo, clip_eps: 0.001}\n")
+    assert load_config(str(recipe)).algo.clip_eps == 0.001
+    with pytest.raises(ConfigError, match="unknown method 'nope'.*dapo"):
+        load_config("default", ["algo.method=nope"])

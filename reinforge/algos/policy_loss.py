@@ -1,8 +1,13 @@
-"""Policy losses: pure functions of log-probs, advantages and masks."""
+"""The PPO loss under its first name, kept for existing callers; the losses live in `algos.losses`."""
 
 from __future__ import annotations
 
 import torch
+
+from reinforge.algos.losses.aggregation import aggregate
+from reinforge.algos.losses.policy import PolicyLossParams
+from reinforge.algos.losses.ppo_clip import ppo_clip
+from reinforge.algos.types import LossNormalizer
 
 
 def ppo_clip_loss(
@@ -13,32 +18,16 @@ def ppo_clip_loss(
     clip_eps: float,
     normalizer: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """PPO clipped surrogate with token-level aggregation.
+    """PPO clipped surrogate (symmetric clip_eps) with token_mean aggregation.
 
-        rho_t = exp(logp_t - logp_old_t)
-        L = - sum_t mask_t * min(rho_t * A_t, clip(rho_t, 1 - eps, 1 + eps) * A_t) / Z
+        L = - sum_t mask_t * min(rho_t A_t, clip(rho_t, 1 - eps, 1 + eps) A_t) / Z
 
-    Source: Schulman et al., "Proximal Policy Optimization Algorithms" (2017), eq. 7. Token-level
-    aggregation (Z = number of unmasked tokens in the whole mini-batch, as in DAPO, Yu et al. 2025)
-    weighs every sampled token equally. Pass `normalizer` = that count when the mini-batch is split
-    into micro-batches, so the accumulated gradient equals the one of the full mini-batch.
-
-    logprobs, old_logprobs, mask: [N, T]; advantages: [N] (broadcast over tokens) or [N, T].
+    Z = `normalizer` (the number of sampled tokens in the whole mini-batch, so micro-batch losses
+    add up), or this batch's own count when None. See losses/ppo_clip.py and losses/aggregation.py.
     """
-    if advantages.dim() == 1:
-        advantages = advantages[:, None]
-    mask = mask.to(logprobs.dtype)
-    z = normalizer if normalizer is not None else mask.sum().clamp(min=1.0)
-    log_ratio = logprobs - old_logprobs
-    ratio = torch.exp(log_ratio)
-    unclipped = ratio * advantages
-    clipped = ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps) * advantages
-    loss = -(torch.minimum(unclipped, clipped) * mask).sum() / z
-    with torch.no_grad():
-        tokens = mask.sum().clamp(min=1.0)
-        metrics = {
-            "clip_frac": (((unclipped > clipped).to(mask.dtype)) * mask).sum().item() / tokens.item(),
-            "ratio_mean": (ratio * mask).sum().item() / tokens.item(),
-            "approx_kl_old": ((ratio - 1 - log_ratio) * mask).sum().item() / tokens.item(),
-        }
-    return loss, metrics
+    mask = mask.bool()
+    n, t = mask.shape
+    num_tokens = normalizer if normalizer is not None else int(mask.sum())
+    norm = LossNormalizer(num_tokens=num_tokens, num_sequences=n, max_response_tokens=t)
+    per_token, metrics = ppo_clip(logprobs, old_logprobs, advantages, mask, PolicyLossParams(clip_eps, clip_eps))
+    return aggregate(per_token, mask, "token_mean", norm), metrics

@@ -49,20 +49,26 @@ class DecodeState:
 
     keys: list[torch.Tensor]  # per layer [B, kv_heads, max_len, head_dim]
     values: list[torch.Tensor]
-    key_valid: torch.Tensor  # [B, max_len] bool: real (non-pad) positions written so far
+    key_bias: torch.Tensor  # [B, 1, 1, max_len] additive mask: 0 on real tokens (prompt and sampled), -inf on pads
     next_position: torch.Tensor  # [B] rotary position of the next token
+    rope: torch.Tensor | None  # [max_len, 2 * head_dim]: cos | signed sin of every position (static RoPE only)
     length: int  # cache slots used
 
     def keep(self, rows: torch.Tensor) -> None:
         self.keys = [k.index_select(0, rows) for k in self.keys]
         self.values = [v.index_select(0, rows) for v in self.values]
-        self.key_valid = self.key_valid.index_select(0, rows)
+        self.key_bias = self.key_bias.index_select(0, rows)
         self.next_position = self.next_position.index_select(0, rows)
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+@dataclass
+class _Prompt:
+    """Where the N real tokens of a left-padded prompt batch [B, T] sit (row-major order)."""
+
+    rows: torch.Tensor  # [N] batch row of each token
+    cols: torch.Tensor  # [N] column (cache slot) of each token
+    last: torch.Tensor  # [B] index, among the N tokens, of each row's last one
+    mask: torch.Tensor  # [B, 1, T, T] bool attention mask
 
 
 class FusedLlamaDecoder:
@@ -78,6 +84,10 @@ class FusedLlamaDecoder:
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.eps = config.rms_norm_eps
         self.rotary = model.model.rotary_emb
+        # Dynamic RoPE variants rescale their frequencies from the longest position seen in each
+        # call, so only static ones can be tabulated once per batch.
+        rope_type = getattr(self.rotary, "rope_type", "default")
+        self.static_rope = isinstance(rope_type, str) and "dynamic" not in rope_type and rope_type != "longrope"
 
         def w(t: torch.Tensor | None) -> torch.Tensor | None:
             # A copy, so an optimizer step never changes what a given policy version samples.
@@ -108,42 +118,69 @@ class FusedLlamaDecoder:
         self.lm_head = w(model.lm_head.weight)
 
     def _rms_norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.float32:  # one fused kernel, bit-identical to the float32 formula below
+            return F.rms_norm(x, weight.shape, weight, self.eps)
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return weight * x32.to(x.dtype)
 
-    def _forward(self, ids: torch.Tensor, positions: torch.Tensor, state: DecodeState, attn_mask: torch.Tensor) -> torch.Tensor:
-        """Run `ids` [B, T] at cache slots [state.length, state.length + T); return last hidden [B, H]."""
-        batch, steps = ids.shape
-        start, end = state.length, state.length + steps
+    def _rope(self, positions: torch.Tensor, state: DecodeState) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and signed sin for token positions [N], shaped [N, 1, head_dim] (broadcast over heads).
+
+        With the sign of the first half folded into sin, `x * cos + roll(x, half) * sin` equals
+        the usual `x * cos + rotate_half(x) * sin` bit for bit, in three ops instead of six.
+        """
+        if state.rope is not None:
+            cos, sin = F.embedding(positions, state.rope).unsqueeze(1).chunk(2, dim=-1)
+            return cos, sin
+        cos, sin = self.rotary(torch.empty(0, dtype=self.dtype), positions[None])
+        return cos[0].unsqueeze(1), _signed_sin(sin[0]).unsqueeze(1)
+
+    def _forward(self, ids: torch.Tensor, positions: torch.Tensor, state: DecodeState, prompt: _Prompt | None) -> torch.Tensor:
+        """Run tokens `ids` [N] through the layers, writing their keys and values to the cache.
+
+        A decode step (`prompt` is None) has one token per row, at cache slot `state.length`.
+        A prompt batch passes only its real tokens (pads never reach a matmul) and `prompt` says
+        where each sits in the left-padded [B, T] layout that attention and the cache use.
+        Returns the last hidden state of each row [B, H].
+        """
+        heads, kv_heads, head_dim = self.heads, self.kv_heads, self.head_dim
+        q_size, kv_size = heads * head_dim, kv_heads * head_dim
+        half = head_dim // 2
+        start = state.length
+        end = start + (1 if prompt is None else prompt.mask.shape[-1])
         hidden = F.embedding(ids, self.embed)
-        cos, sin = self.rotary(hidden, positions)
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        cos, sin = self._rope(positions, state)
         for i, layer in enumerate(self.layers):
             x = self._rms_norm(hidden, layer.input_norm)
             qkv = F.linear(x, layer.qkv_weight, layer.qkv_bias)
-            q, k, v = qkv.split([q_size, kv_size, kv_size], dim=-1)
-            q = q.view(batch, steps, self.heads, self.head_dim).transpose(1, 2)
-            k = k.view(batch, steps, self.kv_heads, self.head_dim).transpose(1, 2)
-            v = v.view(batch, steps, self.kv_heads, self.head_dim).transpose(1, 2)
-            q = q * cos + _rotate_half(q) * sin
-            k = k * cos + _rotate_half(k) * sin
-            state.keys[i][:, :, start:end] = k
-            state.values[i][:, :, start:end] = v
+            # q and k rotated together: [N, heads + kv_heads, head_dim]
+            qk = qkv[:, : q_size + kv_size].view(-1, heads + kv_heads, head_dim)
+            qk = qk * cos + torch.roll(qk, half, dims=-1) * sin
+            q, k = qk[:, :heads], qk[:, heads:]
+            v = qkv[:, q_size + kv_size :].view(-1, kv_heads, head_dim)
+            keys, values = state.keys[i], state.values[i]
+            if prompt is None:
+                keys[:, :, start] = k
+                values[:, :, start] = v
+                q = q.unsqueeze(2)  # [B, heads, 1, head_dim]
+                mask = state.key_bias[..., :end]
+            else:
+                keys.transpose(1, 2)[prompt.rows, prompt.cols] = k
+                values.transpose(1, 2)[prompt.rows, prompt.cols] = v
+                padded = q.new_zeros(prompt.mask.shape[0], end, heads, head_dim)
+                padded[prompt.rows, prompt.cols] = q
+                q, mask = padded.transpose(1, 2), prompt.mask
             attn = F.scaled_dot_product_attention(
-                q,
-                state.keys[i][:, :, :end],
-                state.values[i][:, :, :end],
-                attn_mask=attn_mask,
-                enable_gqa=self.kv_heads != self.heads,
-            )
-            hidden = hidden + F.linear(attn.transpose(1, 2).reshape(batch, steps, q_size), layer.o_weight, layer.o_bias)
+                q, keys[:, :, :end], values[:, :, :end], attn_mask=mask, enable_gqa=kv_heads != heads
+            ).transpose(1, 2)  # [B, T, heads, head_dim]
+            attn = attn[:, 0] if prompt is None else attn[prompt.rows, prompt.cols]
+            hidden = hidden + F.linear(attn.reshape(-1, q_size), layer.o_weight, layer.o_bias)
             x = self._rms_norm(hidden, layer.post_norm)
             gate, up = F.linear(x, layer.gate_up_weight, layer.gate_up_bias).chunk(2, dim=-1)
-            hidden = hidden + F.linear(F.silu(gate) * up, layer.down_weight, layer.down_bias)
+            hidden = hidden + F.linear(F.silu(gate).mul_(up), layer.down_weight, layer.down_bias)
         state.length = end
-        return hidden[:, -1]
+        return hidden if prompt is None else hidden[prompt.last]
 
     def _logits(self, last_hidden: torch.Tensor) -> torch.Tensor:
         return F.linear(self._rms_norm(last_hidden, self.final_norm), self.lm_head).float()
@@ -154,24 +191,44 @@ class FusedLlamaDecoder:
         max_len = prompt_len + max_new_tokens
         shape = (batch, self.kv_heads, max_len, self.head_dim)
         valid = attention_mask.bool()
+        key_valid = torch.cat([valid, torch.ones(batch, max_new_tokens, dtype=torch.bool)], dim=1)
+        key_bias = torch.zeros(batch, max_len, dtype=self.dtype).masked_fill_(~key_valid, float("-inf"))
+        rope = None
+        if self.static_rope:  # positions never reach max_len: a row's position is at most its slot
+            cos, sin = self.rotary(torch.empty(0, dtype=self.dtype), torch.arange(max_len)[None])
+            rope = torch.cat([cos[0], _signed_sin(sin[0])], dim=-1)
+
+        def cache() -> torch.Tensor:
+            # Pad slots are masked out, but must hold finite numbers: 0 * NaN would still be NaN.
+            t = torch.empty(shape, dtype=self.dtype)
+            t[:, :, :prompt_len] = 0
+            return t
+
         state = DecodeState(
-            keys=[torch.empty(shape, dtype=self.dtype) for _ in self.layers],
-            values=[torch.empty(shape, dtype=self.dtype) for _ in self.layers],
-            key_valid=torch.cat([valid, torch.zeros(batch, max_new_tokens, dtype=torch.bool)], dim=1),
+            keys=[cache() for _ in self.layers],
+            values=[cache() for _ in self.layers],
+            key_bias=key_bias[:, None, None, :],
             next_position=valid.sum(1),
+            rope=rope,
             length=0,
         )
-        positions = (valid.long().cumsum(1) - 1).clamp(min=0)
+        rows, cols = valid.nonzero(as_tuple=True)
         causal = torch.ones(prompt_len, prompt_len, dtype=torch.bool).tril()
         # Pad queries attend to themselves only, so no softmax row is empty (which would be NaN).
         mask = (causal & valid[:, None, :]) | torch.eye(prompt_len, dtype=torch.bool)
-        last = self._forward(input_ids, positions, state, mask[:, None])
+        prompt = _Prompt(rows, cols, last=state.next_position.cumsum(0) - 1, mask=mask[:, None])
+        positions = (valid.long().cumsum(1) - 1)[rows, cols]
+        last = self._forward(input_ids[rows, cols], positions, state, prompt)
         return self._logits(last), state
 
     def step(self, tokens: torch.Tensor, state: DecodeState) -> torch.Tensor:
         """Append one token per row [B]; return next-token logits [B, V]."""
-        state.key_valid[:, state.length] = True
-        mask = state.key_valid[:, None, None, : state.length + 1]
-        last = self._forward(tokens[:, None], state.next_position[:, None], state, mask)
+        last = self._forward(tokens, state.next_position, state, None)
         state.next_position = state.next_position + 1
         return self._logits(last)
+
+
+def _signed_sin(sin: torch.Tensor) -> torch.Tensor:
+    """sin with its first half negated: rotate_half(x) * sin == roll(x, half) * signed sin."""
+    half = sin.shape[-1] // 2
+    return torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)

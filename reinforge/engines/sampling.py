@@ -31,7 +31,8 @@ def sample_next(
         tokens = logits.argmax(-1)
         logprobs = logits.log_softmax(-1)
     else:
-        logprobs = (logits / params.temperature).log_softmax(-1)
+        scaled = logits if params.temperature == 1.0 else logits / params.temperature  # x / 1.0 == x
+        logprobs = scaled.log_softmax(-1)
         filtered = filter_logits(logprobs, params.top_k, params.top_p)
         tokens = torch.multinomial(filtered.softmax(-1), 1, generator=generator).squeeze(-1)
     return tokens, logprobs.gather(-1, tokens[:, None]).squeeze(-1)

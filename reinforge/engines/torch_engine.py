@@ -114,34 +114,45 @@ class TorchEngine:
         steps = params.max_new_tokens
         out_tokens = torch.zeros((batch, steps), dtype=torch.long)
         out_logprobs = torch.zeros((batch, steps))
-        lengths = torch.zeros(batch, dtype=torch.long)
+        lengths = torch.full((batch,), steps, dtype=torch.long)  # until a row samples a stop token
         hit_stop = torch.zeros(batch, dtype=torch.bool)
         stop = torch.tensor(sorted(set(params.stop_token_ids)), dtype=torch.long)
         rows = torch.arange(batch)  # original row of each entry still in the decoder's batch
         alive = torch.ones(batch, dtype=torch.bool)  # entries that have not stopped yet
+        dense = True  # no row has stopped yet: entry i is row i, so whole columns are written
 
         logits, state = decoder.prefill(input_ids, attention_mask, steps)
         for step in range(steps):
             next_tokens, next_logprobs = sample_next(logits, params, generator)
-            live_rows = rows[alive]
-            out_tokens[live_rows, step] = next_tokens[alive]
-            out_logprobs[live_rows, step] = next_logprobs[alive]
-            lengths[live_rows] += 1
-            stopped = torch.isin(next_tokens, stop) & alive
-            hit_stop[rows[stopped]] = True
-            alive &= ~stopped
-            if not alive.any() or step == steps - 1:
+            if dense:
+                out_tokens[:, step] = next_tokens
+                out_logprobs[:, step] = next_logprobs
+            else:
+                live_rows = rows[alive]
+                out_tokens[live_rows, step] = next_tokens[alive]
+                out_logprobs[live_rows, step] = next_logprobs[alive]
+            if len(stop):  # without stop tokens no row ever ends early: no bookkeeping per step
+                stopped = torch.isin(next_tokens, stop) & alive
+                if stopped.any():
+                    dense = False
+                    lengths[rows[stopped]] = step + 1
+                    hit_stop[rows[stopped]] = True
+                    alive &= ~stopped
+                    if not alive.any():
+                        break
+            if step == steps - 1:
                 break
-            if decoder.can_drop_rows and alive.sum() * 2 <= len(rows):
+            if not dense and decoder.can_drop_rows and alive.sum() * 2 <= len(rows):
                 keep = alive.nonzero().squeeze(1)
                 state.keep(keep)
                 rows, next_tokens, alive = rows[keep], next_tokens[keep], alive[keep]
             logits = decoder.step(next_tokens, state)
+        tokens, logprobs, stopped = out_tokens.tolist(), out_logprobs.tolist(), hit_stop.tolist()
         return [
             Generation(
-                token_ids=out_tokens[row, :n].tolist(),
-                logprobs=out_logprobs[row, :n].tolist(),
-                finish_reason="stop" if hit_stop[row] else "length",
+                token_ids=tokens[row][:n],
+                logprobs=logprobs[row][:n],
+                finish_reason="stop" if stopped[row] else "length",
                 policy_version=self.policy_version,
             )
             for row, n in enumerate(lengths.tolist())

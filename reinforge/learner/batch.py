@@ -21,8 +21,11 @@ class TrainingBatch:
     attention_mask: torch.Tensor  # [N, T]
     loss_mask: torch.Tensor  # [N, T-1] bool
     old_logprobs: torch.Tensor  # [N, T-1] behaviour log-probs
-    advantages: torch.Tensor  # [N]
-    ref_logprobs: torch.Tensor | None = None  # [N, T-1]
+    advantages: torch.Tensor  # [N] or [N, T-1]
+    ref_logprobs: torch.Tensor | None = None  # [N, T-1] frozen reference
+    tis_weights: torch.Tensor | None = None  # [N, T-1] truncated importance weights
+    old_values: torch.Tensor | None = None  # [N, T-1] critic values before the update
+    returns: torch.Tensor | None = None  # [N, T-1] critic targets
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -41,6 +44,9 @@ class TrainingBatch:
             old_logprobs=cut(self.old_logprobs, width - 1),
             advantages=cut(self.advantages, width - 1),
             ref_logprobs=cut(self.ref_logprobs, width - 1),
+            tis_weights=cut(self.tis_weights, width - 1),
+            old_values=cut(self.old_values, width - 1),
+            returns=cut(self.returns, width - 1),
         )
 
     @property
@@ -48,7 +54,8 @@ class TrainingBatch:
         return int(self.loss_mask.sum().item())
 
 
-def collate(trajectories: list[Trajectory], advantages: torch.Tensor, pad_token_id: int) -> TrainingBatch:
+def collate(trajectories: list[Trajectory], advantages: torch.Tensor | None, pad_token_id: int) -> TrainingBatch:
+    """Pad `trajectories`; `advantages` may be filled in later (None gives zeros)."""
     width = max(len(t.token_ids) for t in trajectories)
     n = len(trajectories)
     input_ids = torch.full((n, width), pad_token_id, dtype=torch.long)
@@ -66,5 +73,5 @@ def collate(trajectories: list[Trajectory], advantages: torch.Tensor, pad_token_
         attention_mask=attention_mask,
         loss_mask=loss_mask[:, 1:],
         old_logprobs=old_logprobs[:, 1:],
-        advantages=advantages.float(),
+        advantages=advantages.float() if advantages is not None else torch.zeros(n),
     )

@@ -7,18 +7,23 @@ from transformers import PreTrainedModel
 
 
 def token_logprobs(
-    model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+    model: PreTrainedModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    temperature: float = 1.0,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log softmax(logits_t / temperature)[token_{t+1}] for right-padded rows: [N, T-1].
 
-    Also returns the per-token entropy of the same distribution (for monitoring). The temperature
-    must be the sampling temperature so these match the engine's behaviour log-probs.
+    Also returns the per-token entropy of the same distribution: detached for monitoring, or with
+    gradient when `entropy_grad` (an entropy bonus). The temperature must be the sampling
+    temperature so these match the engine's behaviour log-probs.
     """
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1].float()
     if temperature != 1.0:
         logits = logits / temperature
     log_probs = logits.log_softmax(-1)
     chosen = log_probs.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
-    with torch.no_grad():
+    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
         entropy = -(log_probs.exp() * log_probs).sum(-1)
     return chosen, entropy

@@ -8,12 +8,13 @@ from collections.abc import Callable
 import torch
 from transformers import PreTrainedModel
 
+from reinforge.algos.types import LossNormalizer
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.logprobs import token_logprobs
 
-# (new log-probs [n, T-1], entropy [n, T-1], micro-batch, total loss tokens of the mini-batch)
-#   -> (loss already divided by the mini-batch normalizer, metrics)
-LossFn = Callable[[torch.Tensor, torch.Tensor, TrainingBatch, float], tuple[torch.Tensor, dict[str, float]]]
+# (new log-probs [n, T-1], entropy [n, T-1], micro-batch, mini-batch counts)
+#   -> (this micro-batch's share of the mini-batch loss, metrics)
+LossFn = Callable[[torch.Tensor, torch.Tensor, TrainingBatch, LossNormalizer], tuple[torch.Tensor, dict[str, float]]]
 
 
 class PolicyLearner:
@@ -26,8 +27,12 @@ class PolicyLearner:
         micro_batch_size: int = 64,
         bf16_autocast: bool = False,
         temperature: float = 1.0,
+        max_response_tokens: int = 1,
+        entropy_grad: bool = False,
     ):
         self.model = model
+        self.max_response_tokens = max_response_tokens
+        self.entropy_grad = entropy_grad
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
         self.max_grad_norm = max_grad_norm
         self.micro_batch_size = micro_batch_size
@@ -42,19 +47,24 @@ class PolicyLearner:
         """One optimizer step on `batch`, accumulated over micro-batches."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
+        norm = LossNormalizer(batch.num_loss_tokens, len(batch), self.max_response_tokens)
         normalizer = float(max(batch.num_loss_tokens, 1))
         totals: dict[str, float] = {}
         entropy_sum = 0.0
         for start in range(0, len(batch), self.micro_batch_size):
             micro = batch.select(slice(start, start + self.micro_batch_size))
             with self._autocast():
-                logprobs, entropy = token_logprobs(self.model, micro.input_ids, micro.attention_mask, self.temperature)
-            loss, metrics = loss_fn(logprobs, entropy, micro, normalizer)
+                logprobs, entropy = token_logprobs(
+                    self.model, micro.input_ids, micro.attention_mask, self.temperature, self.entropy_grad
+                )
+            loss, metrics = loss_fn(logprobs, entropy, micro, norm)
             loss.backward()
+            # Metrics are token-weighted means over micro-batches; the loss adds up as it is.
             weight = micro.num_loss_tokens / normalizer
-            for key, value in {"loss": loss.item() * normalizer / max(micro.num_loss_tokens, 1), **metrics}.items():
+            totals["loss"] = totals.get("loss", 0.0) + loss.item()
+            for key, value in metrics.items():
                 totals[key] = totals.get(key, 0.0) + value * weight
-            entropy_sum += (entropy * micro.loss_mask).sum().item()
+            entropy_sum += (entropy.detach() * micro.loss_mask).sum().item()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
         if not torch.isfinite(grad_norm):
             raise FloatingPointError(f"non-finite gradient norm ({grad_norm}) at learner version {self.version}")

@@ -13,11 +13,15 @@ from reinforge.learner.policy_learner import compute_logprobs
 
 class ReferenceModel:
     def __init__(self, model: PreTrainedModel, micro_batch_size: int = 64, temperature: float = 1.0):
+        self.reset_to(model)
+        self.micro_batch_size = micro_batch_size
+        self.temperature = temperature
+
+    def reset_to(self, model: PreTrainedModel) -> None:
+        """Take a frozen copy of `model` as the new reference (ProRL's periodic reset)."""
         self.model = copy.deepcopy(model).eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
-        self.micro_batch_size = micro_batch_size
-        self.temperature = temperature
 
     def logprobs(self, batch: TrainingBatch) -> torch.Tensor:
         return compute_logprobs(self.model, batch, self.micro_batch_size, self.temperature)

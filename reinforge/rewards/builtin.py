@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from reinforge.rewards.base import RewardFn
+from reinforge.rewards.shaping import OverlongPenalty
 from reinforge.rewards.verifiers import verify
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
@@ -39,6 +40,7 @@ class FormatReward:
 REWARD_FUNCTIONS: dict[str, Callable[..., RewardFn]] = {
     "verifier": VerifierReward,
     "format": FormatReward,
+    "overlong": OverlongPenalty,
 }
 
 

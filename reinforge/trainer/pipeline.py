@@ -14,11 +14,13 @@ import torch
 from reinforge.config import Config, dump_config
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.single_turn import SingleTurnEnv
+from reinforge.learner.critic_learner import CriticLearner
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.models.loading import load_model_and_tokenizer, save_model
 from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.models.tokenizer import train_tokenizer
+from reinforge.models.value_model import ValueModel
 from reinforge.rewards.builtin import build_reward_fn
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.tasks.registry import load_tasks
@@ -55,6 +57,25 @@ def build_policy(cfg: Config, tasks: TaskSplits):
     return model, tokenizer
 
 
+def build_reference(cfg: Config, model) -> ReferenceModel | None:
+    needed = cfg.algo.kl_coef > 0 or cfg.algo.ace_alpha > 0
+    return ReferenceModel(model, cfg.algo.micro_batch_size, cfg.rollout.temperature) if needed else None
+
+
+def build_critic(cfg: Config, model, tokenizer) -> CriticLearner | None:
+    c = cfg.critic
+    if not c.enabled:
+        return None
+    bins = c.num_bins if c.loss == "hl_gauss" else None
+    if c.trunk == "policy_copy":
+        value_model = ValueModel.from_policy(model, num_bins=bins, support=c.support)
+    else:
+        value_model = ValueModel.from_config(tokenizer, c.preset, num_bins=bins, support=c.support, seed=cfg.trainer.seed)
+    return CriticLearner(
+        value_model, c.lr, cfg.algo.max_grad_norm, cfg.algo.micro_batch_size, loss=c.loss, clip_eps=c.clip_eps, support=c.support
+    )
+
+
 def build_scorer(cfg: Config) -> RewardScorer:
     components = [NamedReward(c.name, build_reward_fn(c.fn, c.params), c.weight) for c in cfg.reward.components]
     return RewardScorer(components, cfg.reward.timeout_s, cfg.reward.max_error_fraction)
@@ -85,9 +106,11 @@ def run_training(cfg: Config) -> TrainOutcome:
             learner=PolicyLearner(
                 model, cfg.algo.lr, cfg.algo.weight_decay, cfg.algo.max_grad_norm,
                 cfg.algo.micro_batch_size, cfg.algo.bf16_autocast, cfg.rollout.temperature,
+                max_response_tokens=cfg.rollout.max_new_tokens, entropy_grad=cfg.algo.entropy_coef > 0,
             ),
             scorer=scorer,
-            reference=ReferenceModel(model, cfg.algo.micro_batch_size, cfg.rollout.temperature) if cfg.algo.kl_coef > 0 else None,
+            reference=build_reference(cfg, model),
+            critic=build_critic(cfg, model, tokenizer),
         )
         try:
             result = run_rl(parts, tasks, cfg, stop_ids, logger, run_dir)
@@ -107,7 +130,7 @@ def run_training(cfg: Config) -> TrainOutcome:
         ("reward, last 10% of steps", f"{curve['last_10pct_mean']:.3f}"),
         ("reward, best 10-step average", f"{curve['max_moving_avg_10']:.3f}"),
         ("sft", f"{sft_seconds:.1f} s"),
-        *time_split(result.seconds),
+        *time_split({phase: s for phase, s in result.seconds.items() if s > 0}),
         ("run directory", str(run_dir)),
     ]
     print_summary(rows, title="reinforge train")

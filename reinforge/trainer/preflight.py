@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reinforge.algos.registry import get_estimator
+from reinforge.algos.advantages import get_estimator
+from reinforge.algos.losses.aggregation import AGGREGATIONS
+from reinforge.algos.losses.policy import REQUIRED_AGGREGATION, get_policy_loss
+from reinforge.algos.losses.value import get_value_loss
 from reinforge.config import Config, ConfigError
 from reinforge.models.loading import ModelLoadError, check_model_dir
 from reinforge.models.tiny_llama import PRESETS
@@ -25,6 +28,7 @@ def preflight(cfg: Config) -> None:
             f"rollout.group_size={cfg.rollout.group_size} but algo.advantage={cfg.algo.advantage!r} compares "
             f"samples within a group and needs group_size >= {estimator.min_group_size}"
         )
+    check_algorithm(cfg)
     samples = cfg.rollout.prompts_per_step * cfg.rollout.group_size
     if samples % cfg.algo.mini_batches:
         raise ConfigError(
@@ -50,3 +54,38 @@ def preflight(cfg: Config) -> None:
         out = Path(cfg.trainer.output_dir)
         if out.exists() and any(out.iterdir()):
             raise ConfigError(f"trainer.output_dir={out} already holds files; choose a new directory")
+
+
+def check_algorithm(cfg: Config) -> None:
+    """Method names exist and fit together; each refusal says why the combination is wrong."""
+    algo, critic = cfg.algo, cfg.critic
+    try:
+        get_policy_loss(algo.policy_loss)
+    except ValueError as err:
+        raise ConfigError(f"algo.policy_loss: {err}") from None
+    if algo.loss_agg not in AGGREGATIONS:
+        raise ConfigError(f"algo.loss_agg: unknown aggregation {algo.loss_agg!r}; valid: {', '.join(sorted(AGGREGATIONS))}")
+    required = REQUIRED_AGGREGATION.get(algo.policy_loss)
+    if required is not None and algo.loss_agg != required:
+        raise ConfigError(
+            f"algo.policy_loss={algo.policy_loss} is a sequence-level objective, defined only with "
+            f"algo.loss_agg={required} (got {algo.loss_agg})"
+        )
+    estimator = get_estimator(algo.advantage)
+    if estimator.needs_critic and not critic.enabled:
+        raise ConfigError(f"algo.advantage={algo.advantage} needs a learned value function: set critic.enabled=true (or use algo.method=ppo)")
+    if critic.enabled and not estimator.needs_critic:
+        raise ConfigError(f"critic.enabled=true but algo.advantage={algo.advantage} does not use a critic; use gae or disable the critic")
+    if critic.enabled:
+        try:
+            get_value_loss(critic.loss)
+        except ValueError as err:
+            raise ConfigError(f"critic.loss: {err}") from None
+        if critic.support[0] >= critic.support[1]:
+            raise ConfigError(f"critic.support must be (low, high) with low < high, got {critic.support}")
+    if algo.advantage == "pass_at_k" and algo.pass_k > cfg.rollout.group_size:
+        raise ConfigError(f"algo.pass_k={algo.pass_k} exceeds rollout.group_size={cfg.rollout.group_size}; pass@k needs k <= group size")
+    if algo.kl_in_reward and algo.kl_coef == 0:
+        raise ConfigError("algo.kl_in_reward=true has no effect with algo.kl_coef=0; set a KL coefficient")
+    if algo.ref_reset_every and not (algo.kl_coef > 0 or algo.ace_alpha > 0):
+        raise ConfigError("algo.ref_reset_every needs a reference model, which only algo.kl_coef > 0 or algo.ace_alpha > 0 loads")

@@ -1,9 +1,10 @@
 """The synchronous RL loop: sample groups, score, estimate advantages, update, evaluate.
 
 Each step: the engine samples `group_size` responses for each of `prompts_per_step` tasks with
-policy version v; rewards are scored; the advantage estimator turns them into per-sample
-advantages; the learner takes `epochs x mini_batches` optimizer steps; the engine syncs to the
-new version. The loop does not know which estimator or loss it runs: they come by name.
+policy version v (more rounds under dynamic sampling); rewards are scored; the batch gets its
+reference log-probs, values and advantages; the learner takes `epochs x mini_batches` optimizer
+steps (the critic one step per mini-batch); the engine syncs to the new version. The loop does
+not know which estimator or loss it runs: they come by name from the config.
 """
 
 from __future__ import annotations
@@ -15,22 +16,24 @@ from pathlib import Path
 
 import torch
 
-from reinforge.algos.kl import k3_kl
-from reinforge.algos.policy_loss import ppo_clip_loss
-from reinforge.algos.registry import get_estimator
+from reinforge.algos.advantages import get_estimator
 from reinforge.config import Config
 from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.single_turn import SingleTurnEnv
-from reinforge.learner.batch import TrainingBatch, collate
-from reinforge.learner.policy_learner import LossFn, PolicyLearner
+from reinforge.learner.critic_learner import CriticLearner
+from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.rewards.scorer import RewardScorer
-from reinforge.rollout.single_turn import rollout_groups
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import TaskSplits
 from reinforge.telemetry import MetricsLogger, ProgressDisplay
+from reinforge.trainer.advantage_step import prepare_batch
+from reinforge.trainer.collect import collect_groups
 from reinforge.trainer.evaluation import evaluate
+from reinforge.trainer.policy_objective import make_policy_objective
 from reinforge.trainer.task_sampler import TaskSampler
+
+PHASES = ("rollout", "reward", "prepare", "update", "eval")
 
 
 @dataclass
@@ -40,26 +43,15 @@ class RLComponents:
     learner: PolicyLearner
     scorer: RewardScorer
     reference: ReferenceModel | None = None
+    critic: CriticLearner | None = None
 
 
 @dataclass
 class RLResult:
     rewards: list[float] = field(default_factory=list)  # mean reward per step
     evals: list[dict] = field(default_factory=list)  # {"step": s, **eval metrics}
-    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("rollout", "reward", "advantage", "reference", "update", "eval"), 0.0))
-
-
-def make_policy_loss(clip_eps: float, kl_coef: float) -> LossFn:
-    def loss_fn(logprobs: torch.Tensor, entropy: torch.Tensor, micro: TrainingBatch, normalizer: float):
-        loss, metrics = ppo_clip_loss(logprobs, micro.old_logprobs, micro.advantages, micro.loss_mask, clip_eps, normalizer)
-        if kl_coef > 0:
-            mask = micro.loss_mask.float()
-            kl = (k3_kl(logprobs, micro.ref_logprobs) * mask).sum()
-            loss = loss + kl_coef * kl / normalizer
-            metrics["kl_ref"] = kl.item() / max(mask.sum().item(), 1.0)
-        return loss, metrics
-
-    return loss_fn
+    steps: list[dict] = field(default_factory=list)  # every step's metrics
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
 
 
 def sampling_params(cfg: Config, stop_token_ids: tuple[int, ...]) -> SamplingParams:
@@ -91,9 +83,11 @@ def run_rl(
     logger: MetricsLogger,
     run_dir: Path,
 ) -> RLResult:
-    estimator = get_estimator(cfg.algo.advantage)
+    algo = cfg.algo
+    estimator = get_estimator(algo.advantage)
     params = sampling_params(cfg, stop_token_ids)
-    loss_fn = make_policy_loss(cfg.algo.clip_eps, cfg.algo.kl_coef)
+    loss_fn = make_policy_objective(algo)
+    reward_weights = {c.name: c.weight for c in cfg.reward.components}
     sampler = TaskSampler(tasks.train, seed=cfg.trainer.seed)
     result = RLResult()
     eval_max_new = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
@@ -117,49 +111,49 @@ def run_rl(
     ) as progress:
         progress.update(0, run_eval(0))
         for step in range(1, cfg.trainer.steps + 1):
+            collected = collect_groups(
+                parts.engine, parts.env, parts.scorer, sampler, cfg.rollout.prompts_per_step,
+                cfg.rollout.group_size, params, seed=cfg.trainer.seed * 1_000_003 + step,
+                dynamic_sampling=algo.dynamic_sampling, max_rounds=algo.max_sampling_rounds,
+            )
+            trajectories = collected.trajectories
             t0 = time.perf_counter()
-            batch_tasks = sampler.next_batch(cfg.rollout.prompts_per_step)
-            trajectories = rollout_groups(
-                parts.engine, parts.env, batch_tasks, cfg.rollout.group_size, params,
-                seed=cfg.trainer.seed * 1_000_003 + step,
+            batch, prepare_metrics = prepare_batch(
+                trajectories, algo, estimator, reward_weights, pad, parts.learner, parts.reference, parts.critic
             )
             t1 = time.perf_counter()
-            reward_metrics = parts.scorer.score({t.id: t for t in batch_tasks}, trajectories)
-            t2 = time.perf_counter()
-            rewards = torch.tensor([t.reward for t in trajectories])
-            group_ids = torch.tensor([t.group_id for t in trajectories])
-            advantages, adv_metrics = estimator.fn(rewards, group_ids)
-            batch = collate(trajectories, advantages, pad)
-            t3 = time.perf_counter()
-            if parts.reference is not None:
-                batch.ref_logprobs = parts.reference.logprobs(batch)
-            t4 = time.perf_counter()
             update_metrics: dict[str, float] = {}
-            for _ in range(cfg.algo.epochs):
+            for _ in range(algo.epochs):
                 order = torch.randperm(len(batch), generator=shuffle)
-                for rows in order.chunk(cfg.algo.mini_batches):
-                    update_metrics = parts.learner.train_step(batch.select(rows), loss_fn)
+                for rows in order.chunk(algo.mini_batches):
+                    mini = batch.select(rows)
+                    update_metrics = parts.learner.train_step(mini, loss_fn)
+                    if parts.critic is not None:
+                        update_metrics.update(parts.critic.train_step(mini, mini.returns, mini.old_values))
             parts.engine.sync_weights(parts.learner.version)
-            t5 = time.perf_counter()
+            if parts.reference is not None and algo.ref_reset_every and step % algo.ref_reset_every == 0:
+                parts.reference.reset_to(parts.learner.model)
+            t2 = time.perf_counter()
 
-            phases = {"rollout": t1 - t0, "reward": t2 - t1, "advantage": t3 - t2, "reference": t4 - t3, "update": t5 - t4}
+            phases = {"rollout": collected.rollout_seconds, "reward": collected.reward_seconds, "prepare": t1 - t0, "update": t2 - t1}
             for key, seconds in phases.items():
                 result.seconds[key] += seconds
             sampled_tokens = sum(t.num_sampled_tokens for t in trajectories)
             metrics = {
-                **reward_metrics, **adv_metrics, **update_metrics,
+                **collected.reward_metrics, **prepare_metrics, **update_metrics,
                 "response_length": sampled_tokens / len(trajectories),
                 "stop_frac": sum(t.finish_reason == "stop" for t in trajectories) / len(trajectories),
-                "tokens_per_s": sampled_tokens / max(t1 - t0, 1e-9),
-                "step_seconds": t5 - t0,
+                "tokens_per_s": sampled_tokens / max(collected.rollout_seconds, 1e-9),
+                "step_seconds": sum(phases.values()),
                 "policy_version": float(parts.learner.version),
             }
             result.rewards.append(metrics["reward"])
+            result.steps.append(metrics)
             logger.log(step, metrics, stage="rl")
             if step % cfg.trainer.sample_every == 0 or step == 1:
                 for trajectory in trajectories[: cfg.rollout.group_size]:
-                    task = next(t for t in batch_tasks if t.id == trajectory.task_id)
-                    samples_file.write(json.dumps(trajectory_record(step, trajectory, task.prompt)) + "\n")
+                    prompt = collected.tasks[trajectory.task_id].prompt
+                    samples_file.write(json.dumps(trajectory_record(step, trajectory, prompt)) + "\n")
                 samples_file.flush()
             if step % cfg.eval.every == 0 or step == cfg.trainer.steps:
                 metrics = {**metrics, **run_eval(step)}

@@ -9,8 +9,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reinforge.algos.advantages import group_normalized_advantages
+from reinforge.algos.advantages.grpo import group_normalized_advantages
 from reinforge.algos.registry import ADVANTAGE_ESTIMATORS, get_estimator
+from reinforge.algos.types import AdvantageInputs
 
 REWARDS = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0]
 GROUPS = [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
@@ -24,8 +25,14 @@ GROUPS = [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
 EXPECTED = [0.8660254, -0.8660254, -0.8660254, 0.8660254, 0.0, 0.0, 0.0, 0.0, -0.5, -0.5, -0.5, 1.5]
 
 
+def grpo(rewards: torch.Tensor, group_ids: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+    mask = torch.ones(rewards.shape[0], 1, dtype=torch.bool)
+    out = group_normalized_advantages(AdvantageInputs(rewards=rewards, group_ids=group_ids, mask=mask))
+    return out.advantages, out.metrics
+
+
 def test_hand_computed_example() -> None:
-    adv, metrics = group_normalized_advantages(torch.tensor(REWARDS), torch.tensor(GROUPS))
+    adv, metrics = grpo(torch.tensor(REWARDS), torch.tensor(GROUPS))
     assert adv.shape == (12,)
     # eps = 1e-6 in the denominator moves the values by ~2e-6 relative.
     assert adv.tolist() == pytest.approx(EXPECTED, abs=1e-5)
@@ -34,10 +41,10 @@ def test_hand_computed_example() -> None:
 
 
 def test_zero_variance_group_is_exactly_zero() -> None:
-    adv, _ = group_normalized_advantages(torch.tensor(REWARDS), torch.tensor(GROUPS))
+    adv, _ = grpo(torch.tensor(REWARDS), torch.tensor(GROUPS))
     assert torch.equal(adv[4:8], torch.zeros(4))
     # Constant but non-zero rewards (float noise would make centered values ~1e-17) are still exactly 0.
-    adv, metrics = group_normalized_advantages(torch.tensor([0.3, 0.3, 0.3]), torch.tensor([7, 7, 7]))
+    adv, metrics = grpo(torch.tensor([0.3, 0.3, 0.3]), torch.tensor([7, 7, 7]))
     assert torch.equal(adv, torch.zeros(3))
     assert metrics["zero_variance_group_frac"] == 1.0
 
@@ -48,19 +55,19 @@ def test_interleaved_and_unordered_group_ids() -> None:
     relabel = {0: 42, 1: -3, 2: 5}
     rewards = torch.tensor([REWARDS[i] for i in perm])
     groups = torch.tensor([relabel[GROUPS[i]] for i in perm])
-    adv, metrics = group_normalized_advantages(rewards, groups)
+    adv, metrics = grpo(rewards, groups)
     assert adv.tolist() == pytest.approx([EXPECTED[i] for i in perm], abs=1e-5)
     assert metrics["zero_variance_group_frac"] == pytest.approx(1 / 3)
 
 
 def test_group_of_one_raises() -> None:
     with pytest.raises(ValueError, match="at least 2"):
-        group_normalized_advantages(torch.tensor([1.0, 0.0, 1.0]), torch.tensor([0, 0, 1]))
+        grpo(torch.tensor([1.0, 0.0, 1.0]), torch.tensor([0, 0, 1]))
 
 
 def test_shape_mismatch_raises() -> None:
     with pytest.raises(ValueError, match="1-D"):
-        group_normalized_advantages(torch.tensor([1.0, 0.0]), torch.tensor([0, 0, 0]))
+        grpo(torch.tensor([1.0, 0.0]), torch.tensor([0, 0, 0]))
 
 
 def test_registry_names_grpo_with_its_minimum_group() -> None:
@@ -87,7 +94,7 @@ def test_non_constant_groups_are_standardized(groups: list[list[float]], seed: i
     ids = torch.tensor([i for i, g in enumerate(groups) for _ in g])
     order = torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed))
     rewards, ids = rewards[order], ids[order]
-    adv, metrics = group_normalized_advantages(rewards, ids)
+    adv, metrics = grpo(rewards, ids)
     constant = 0
     for i, g in enumerate(groups):
         a = adv[ids == i].double()

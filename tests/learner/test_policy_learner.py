@@ -71,8 +71,8 @@ def test_select_trims_width_to_the_longest_selected_row() -> None:
     assert both.num_loss_tokens == 4
 
 
-def ppo_loss(logprobs, entropy, micro, normalizer):
-    return ppo_clip_loss(logprobs, micro.old_logprobs, micro.advantages, micro.loss_mask, 0.2, normalizer=normalizer)
+def ppo_loss(logprobs, entropy, micro, norm):
+    return ppo_clip_loss(logprobs, micro.old_logprobs, micro.advantages, micro.loss_mask, 0.2, normalizer=norm.num_tokens)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,66 @@
+"""Advantage estimators by name, as selected by `algo.advantage` (in the spirit of verl's registry).
+
+Every estimator is a pure function `fn(inputs: AdvantageInputs) -> AdvantageOutput` in its own file
+of this package, registered with `@register_advantage(name, ...)`. To add one: write the file,
+decorate the function, import the module at the bottom of this file, and add a test.
+
+Output shape: per sample [N] (outcome estimators) or per token [N, T] (gae, and reinforce_pp /
+reinforce_pp_baseline when `inputs.token_rewards` is given), zero outside `inputs.mask`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from reinforge.algos.types import AdvantageInputs, AdvantageOutput
+
+Estimator = Callable[[AdvantageInputs], AdvantageOutput]
+
+
+@dataclass(frozen=True)
+class EstimatorSpec:
+    name: str
+    fn: Estimator
+    min_group_size: int  # validated against rollout.group_size before any compute
+    needs_critic: bool  # the trainer must provide inputs.values (a value model)
+
+
+ADVANTAGE_ESTIMATORS: dict[str, EstimatorSpec] = {}
+
+
+def register_advantage(
+    name: str, *, min_group_size: int = 1, needs_critic: bool = False
+) -> Callable[[Estimator], Estimator]:
+    """Register `fn` under `name`; the function itself is returned unchanged."""
+    if min_group_size < 1:
+        raise ValueError(f"min_group_size must be >= 1, got {min_group_size}")
+
+    def decorator(fn: Estimator) -> Estimator:
+        existing = ADVANTAGE_ESTIMATORS.get(name)
+        # Re-importing the same module (e.g. importlib.reload) re-registers the same function: allowed.
+        if existing is not None and (existing.fn.__module__, existing.fn.__qualname__) != (fn.__module__, fn.__qualname__):
+            raise ValueError(f"advantage estimator {name!r} is already registered by {existing.fn.__module__}")
+        ADVANTAGE_ESTIMATORS[name] = EstimatorSpec(name, fn, min_group_size, needs_critic)
+        return fn
+
+    return decorator
+
+
+def get_estimator(name: str) -> EstimatorSpec:
+    if name not in ADVANTAGE_ESTIMATORS:
+        raise ValueError(f"unknown advantage estimator {name!r}; valid: {', '.join(sorted(ADVANTAGE_ESTIMATORS))}")
+    return ADVANTAGE_ESTIMATORS[name]
+
+
+# Importing the estimator modules registers them.
+from reinforge.algos.advantages import (  # noqa: E402,F401
+    dr_grpo,
+    gae,
+    gdpo,
+    grpo,
+    pass_at_k,
+    reinforce_pp,
+    rloo,
+)
+from reinforge.algos.advantages.grpo import group_normalized_advantages  # noqa: E402,F401

@@ -1,0 +1,40 @@
+"""Policy losses by name, as selected by config (in the spirit of verl's registry).
+
+Every entry is `fn(logprobs, old_logprobs, advantages, mask, params: PolicyLossParams)
+-> (per_token_loss [N, T], metrics)`; the per-token terms are zero outside the mask and are reduced
+to a scalar by `aggregation.aggregate`. Formulas and papers are in each loss's own file:
+
+    ppo_clip   ppo_clip.py    PPO clip, DAPO clip-higher, optional dual clip
+    gspo       gspo.py        sequence-level ratio and clip (needs seq_mean_token_mean)
+    cispo      cispo.py       REINFORCE with a clipped, detached IS weight
+    reinforce  reinforce.py   plain on-policy REINFORCE
+
+With `params.tis_weights` (importance.truncated_is_weights) every loss multiplies its per-token
+term by those weights.
+"""
+
+from __future__ import annotations
+
+from reinforge.algos.losses.cispo import cispo
+from reinforge.algos.losses.gspo import gspo
+from reinforge.algos.losses.policy_common import PolicyLoss, PolicyLossParams
+from reinforge.algos.losses.ppo_clip import ppo_clip
+from reinforge.algos.losses.reinforce import reinforce
+
+__all__ = ["POLICY_LOSSES", "REQUIRED_AGGREGATION", "PolicyLoss", "PolicyLossParams", "get_policy_loss"]
+
+POLICY_LOSSES: dict[str, PolicyLoss] = {
+    "ppo_clip": ppo_clip,
+    "gspo": gspo,
+    "cispo": cispo,
+    "reinforce": reinforce,
+}
+
+# Losses that are only defined under one aggregation (validated against the config before compute).
+REQUIRED_AGGREGATION: dict[str, str] = {"gspo": "seq_mean_token_mean"}
+
+
+def get_policy_loss(name: str) -> PolicyLoss:
+    if name not in POLICY_LOSSES:
+        raise ValueError(f"unknown policy loss {name!r}; valid: {', '.join(sorted(POLICY_LOSSES))}")
+    return POLICY_LOSSES[name]

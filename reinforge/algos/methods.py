@@ -1,0 +1,41 @@
+"""Named methods: each paper's recipe as a preset of config keys (`algo.method=NAME`).
+
+A method only fills keys the user did not set, so `algo.method=dapo algo.clip_eps_high=0.3`
+means "DAPO, with my own upper clip". Adding a method is adding one entry here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+METHODS: dict[str, dict[str, Any]] = {
+    # Shao et al. 2024 (DeepSeekMath): group-normalized advantages, PPO clip.
+    "grpo": {"algo.advantage": "grpo"},
+    # Liu et al. 2025 (Understanding R1-Zero-like training): no std division, no length normalization.
+    "dr_grpo": {"algo.advantage": "dr_grpo", "algo.loss_agg": "constant"},
+    # Ahmadian et al. 2024 (Back to Basics): leave-one-out baseline.
+    "rloo": {"algo.advantage": "rloo"},
+    # Hu 2025 (REINFORCE++): batch-global normalization, KL folded into the reward.
+    "reinforce_pp": {"algo.advantage": "reinforce_pp"},
+    "reinforce_pp_baseline": {"algo.advantage": "reinforce_pp_baseline"},
+    # Yu et al. 2025 (DAPO): clip-higher, token-level loss, dynamic sampling.
+    "dapo": {"algo.advantage": "grpo", "algo.clip_eps_high": 0.28, "algo.loss_agg": "token_mean", "algo.dynamic_sampling": True},
+    # Zheng et al. 2025 (GSPO): sequence-level ratio with its small clip ranges.
+    "gspo": {"algo.advantage": "grpo", "algo.policy_loss": "gspo", "algo.loss_agg": "seq_mean_token_mean", "algo.clip_eps": 3e-4, "algo.clip_eps_high": 4e-4},
+    # MiniMax-M1 2025 (CISPO): clipped, detached IS weight on a REINFORCE term.
+    "cispo": {"algo.advantage": "grpo", "algo.policy_loss": "cispo", "algo.clip_eps_high": 4.0},
+    # GDPO: each reward component normalized within its group, then combined.
+    "gdpo": {"algo.advantage": "gdpo"},
+    # Chen et al. 2025 (Pass@k training).
+    "pass_at_k": {"algo.advantage": "pass_at_k", "algo.pass_k": 4},
+    # Zhu et al. 2025 (negative sample reinforcement): down-weight positive samples.
+    "w_reinforce": {"algo.advantage": "grpo", "algo.positive_weight": 0.1},
+    # Schulman et al. 2017 + GAE: classic PPO with a learned critic.
+    "ppo": {"algo.advantage": "gae", "critic.enabled": True, "algo.lam": 0.95},
+}
+
+
+def method_overrides(name: str) -> dict[str, Any]:
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r}; valid: {', '.join(sorted(METHODS))}")
+    return METHODS[name]

@@ -1,0 +1,43 @@
+"""The data every algorithm function takes and returns: plain tensors in small dataclasses.
+
+Shapes: N samples (trajectories) in the batch; T = sequence length - 1, aligned so that index t
+is the prediction of token t+1 (see reinforge.learner.batch.TrainingBatch). `mask[n, t]` is true
+where token t+1 was sampled by the policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class AdvantageInputs:
+    rewards: torch.Tensor  # [N] weighted total reward per sample
+    group_ids: torch.Tensor  # [N] samples of one task share an id
+    mask: torch.Tensor  # [N, T] bool, sampled tokens
+    reward_components: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> [N], unweighted
+    reward_weights: dict[str, float] = field(default_factory=dict)  # name -> weight
+    values: torch.Tensor | None = None  # [N, T] critic values V(s_t) at each position (gae)
+    token_rewards: torch.Tensor | None = None  # [N, T] extra per-token rewards, e.g. a KL penalty
+    gamma: float = 1.0
+    lam: float = 1.0
+    eps: float = 1e-6
+    pass_k: int = 1
+
+
+@dataclass
+class AdvantageOutput:
+    advantages: torch.Tensor  # [N] (one per sample) or [N, T] (per token)
+    returns: torch.Tensor | None = None  # [N, T] value targets (critic-based estimators)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class LossNormalizer:
+    """Counts over the whole mini-batch, so micro-batch losses add up to the mini-batch loss."""
+
+    num_tokens: int  # sampled tokens in the mini-batch
+    num_sequences: int  # samples in the mini-batch
+    max_response_tokens: int  # the constant L of Dr. GRPO's aggregation (rollout.max_new_tokens)

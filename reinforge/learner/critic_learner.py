@@ -1,0 +1,103 @@
+"""The critic learner: fits a ValueModel to value targets (returns) with AdamW over micro-batches."""
+
+from __future__ import annotations
+
+import torch
+
+from reinforge.algos.losses.value import explained_variance, get_value_loss
+from reinforge.learner.batch import TrainingBatch
+from reinforge.models.value_model import ValueModel
+
+
+class CriticLearner:
+    def __init__(
+        self,
+        value_model: ValueModel,
+        lr: float,
+        max_grad_norm: float = 1.0,
+        micro_batch_size: int = 64,
+        loss: str = "mse",
+        clip_eps: float | None = 0.2,
+        support: tuple[float, float] = (-1.0, 1.5),
+        sigma: float | None = None,
+    ):
+        """`loss`: a name in reinforge.algos.losses.value.VALUE_LOSSES. `clip_eps` is PPO2's value
+        clip (mse only; None turns it off). `support` and `sigma` are HL-Gauss's (hl_gauss only):
+        the support must be the one the value model's bins were built on."""
+        self.spec = get_value_loss(loss)
+        self.loss_name = loss
+        if self.spec.uses_bins:
+            if value_model.num_bins is None:
+                raise ValueError(f"value loss {loss!r} needs a ValueModel with num_bins; this one predicts scalar values")
+            if tuple(map(float, support)) != value_model.support:
+                raise ValueError(f"value loss support {tuple(support)} differs from the value model's bins {value_model.support}")
+        elif value_model.num_bins is not None:
+            raise ValueError(f"value loss {loss!r} trains a scalar head; build the ValueModel with num_bins=None")
+        self.model = value_model
+        self.optimizer = torch.optim.AdamW(value_model.parameters(), lr=lr, weight_decay=0.0)
+        self.max_grad_norm = max_grad_norm
+        self.micro_batch_size = micro_batch_size
+        self.clip_eps = clip_eps
+        self.support = value_model.support
+        self.sigma = sigma
+        self.version = 0  # optimizer steps taken
+
+    @torch.no_grad()
+    def values(self, batch: TrainingBatch) -> torch.Tensor:
+        """V at every position of `batch` under the current weights: [N, T], zero outside loss_mask."""
+        was_training = self.model.training
+        self.model.eval()
+        out = torch.zeros(batch.loss_mask.shape, dtype=torch.float32)
+        for start in range(0, len(batch), self.micro_batch_size):
+            micro = batch.select(slice(start, start + self.micro_batch_size))
+            v = self.model(micro.input_ids, micro.attention_mask)
+            out[start : start + len(micro), : v.shape[1]] = v
+        self.model.train(was_training)
+        return out * batch.loss_mask
+
+    def train_step(self, batch: TrainingBatch, returns: torch.Tensor, old_values: torch.Tensor) -> dict[str, float]:
+        """One AdamW step on `batch`: loss = sum of per-token losses over loss_mask / masked tokens.
+
+        returns, old_values: [N, T] aligned with batch.loss_mask (old_values = `values(batch)` at
+        rollout time; only the mse loss's clip uses them).
+        """
+        if returns.shape != batch.loss_mask.shape or old_values.shape != batch.loss_mask.shape:
+            raise ValueError(
+                f"returns {tuple(returns.shape)} and old_values {tuple(old_values.shape)} must match loss_mask {tuple(batch.loss_mask.shape)}"
+            )
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        normalizer = float(max(batch.num_loss_tokens, 1))
+        predicted = torch.zeros(batch.loss_mask.shape, dtype=torch.float32)
+        loss_sum, clipped_tokens = 0.0, 0.0
+        for start in range(0, len(batch), self.micro_batch_size):
+            micro = batch.select(slice(start, start + self.micro_batch_size))
+            rows, width = slice(start, start + len(micro)), micro.loss_mask.shape[1]
+            micro_returns, micro_old = returns[rows, :width], old_values[rows, :width]
+            if self.spec.uses_bins:
+                logits = self.model.logits(micro.input_ids, micro.attention_mask)
+                per_token, metrics = self.spec.fn(logits, micro_returns, micro.loss_mask, self.support, self.sigma)
+                values = self.model.values_from_logits(logits.detach())
+            else:
+                values = self.model(micro.input_ids, micro.attention_mask)
+                per_token, metrics = self.spec.fn(values, micro_old, micro_returns, micro.loss_mask, self.clip_eps)
+            loss = per_token.sum() / normalizer
+            loss.backward()
+            loss_sum += loss.item()
+            clipped_tokens += metrics.get("value_clip_frac", 0.0) * micro.num_loss_tokens
+            predicted[rows, :width] = values.detach()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        if not torch.isfinite(grad_norm):
+            raise FloatingPointError(f"non-finite critic gradient norm ({grad_norm}) at critic version {self.version}")
+        self.optimizer.step()
+        self.version += 1
+        mask = batch.loss_mask
+        metrics = {
+            "value_loss": loss_sum,
+            "explained_variance": explained_variance(predicted, returns, mask),
+            "value_mean": (predicted * mask).sum().item() / normalizer,
+            "value_grad_norm": grad_norm.item(),
+        }
+        if not self.spec.uses_bins:
+            metrics["value_clip_frac"] = clipped_tokens / normalizer
+        return metrics

@@ -1,0 +1,83 @@
+"""Collecting a step's scored groups, optionally with DAPO dynamic sampling.
+
+Dynamic sampling (Yu et al. 2025, DAPO, section 3.2): a group whose rewards are all equal has
+zero group-relative advantage and only dilutes the batch, so such groups are dropped and more
+tasks are sampled until `prompts_per_step` informative groups are in hand, for at most
+`max_rounds` rollout rounds. If the cap is hit the step trains on the groups it has (never on
+none: a step with no informative group keeps the last round's groups, whose advantages are 0).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+from reinforge.engines.base import Engine, SamplingParams
+from reinforge.envs.single_turn import SingleTurnEnv
+from reinforge.rewards.scorer import RewardScorer
+from reinforge.rollout.single_turn import rollout_groups
+from reinforge.rollout.trajectory import Trajectory
+from reinforge.tasks.task import Task
+from reinforge.trainer.task_sampler import TaskSampler
+
+
+@dataclass
+class Collected:
+    trajectories: list[Trajectory]
+    tasks: dict[str, Task]
+    reward_metrics: dict[str, float]
+    rounds: int
+    rollout_seconds: float
+    reward_seconds: float
+
+
+def informative_groups(trajectories: list[Trajectory]) -> list[list[Trajectory]]:
+    groups: dict[int, list[Trajectory]] = defaultdict(list)
+    for t in trajectories:
+        groups[t.group_id].append(t)
+    return [g for g in groups.values() if len({t.reward for t in g}) > 1]
+
+
+def collect_groups(
+    engine: Engine,
+    env: SingleTurnEnv,
+    scorer: RewardScorer,
+    sampler: TaskSampler,
+    prompts: int,
+    group_size: int,
+    params: SamplingParams,
+    seed: int,
+    dynamic_sampling: bool = False,
+    max_rounds: int = 1,
+) -> Collected:
+    """`seed` is the step's seed; each round samples with its own derived seed (rounds < 16)."""
+    kept: list[Trajectory] = []
+    tasks: dict[str, Task] = {}
+    rollout_s = reward_s = 0.0
+    metrics: dict[str, float] = {}
+    rounds, next_group = 0, 0
+    while True:
+        rounds += 1
+        needed = prompts - len(kept) // group_size
+        batch = sampler.next_batch(needed)
+        tasks.update({t.id: t for t in batch})
+        t0 = time.perf_counter()
+        trajectories = rollout_groups(engine, env, batch, group_size, params, seed=seed * 16 + rounds - 1, first_group_id=next_group)
+        t1 = time.perf_counter()
+        round_metrics = scorer.score(tasks, trajectories)
+        reward_s += time.perf_counter() - t1
+        rollout_s += t1 - t0
+        next_group += len(batch)
+        if rounds == 1:
+            metrics = round_metrics  # the reward curve reports what the policy got, before filtering
+        if not dynamic_sampling:
+            kept = trajectories
+            break
+        kept += [t for group in informative_groups(trajectories) for t in group]
+        if len(kept) >= prompts * group_size or rounds >= max_rounds:
+            if not kept:
+                kept = trajectories
+            break
+    metrics = {**metrics, "sampling_rounds": float(rounds), "train_groups": float(len(kept) // group_size)}
+    return Collected(kept[: prompts * group_size], tasks, metrics, rounds, rollout_s, reward_s)

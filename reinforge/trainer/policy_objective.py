@@ -1,0 +1,55 @@
+"""The policy objective of a step, composed from the registries by the algo config:
+
+    loss = agg(policy_loss) + kl_coef * agg(KL to reference)  [unless the KL is in the reward]
+           - entropy_coef * agg(entropy)
+
+with one aggregation mode for every term, so micro-batch losses add up to the mini-batch loss.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from reinforge.algos.losses.aggregation import aggregate
+from reinforge.algos.losses.kl import kl_penalty
+from reinforge.algos.losses.policy import PolicyLossParams, get_policy_loss
+from reinforge.algos.types import LossNormalizer
+from reinforge.config import AlgoConfig
+from reinforge.learner.batch import TrainingBatch
+from reinforge.learner.policy_learner import LossFn
+
+CISPO_DEFAULT_EPS_HIGH = 5.0
+
+
+def policy_loss_params(algo: AlgoConfig, tis_weights: torch.Tensor | None = None) -> PolicyLossParams:
+    """Map the config's one pair of clip ranges onto the loss in use."""
+    high = algo.clip_eps_high if algo.clip_eps_high is not None else algo.clip_eps
+    return PolicyLossParams(
+        clip_eps_low=algo.clip_eps,
+        clip_eps_high=high,
+        dual_clip_c=algo.dual_clip_c,
+        gspo_eps_low=algo.clip_eps,
+        gspo_eps_high=high,
+        cispo_eps_high=algo.clip_eps_high if algo.clip_eps_high is not None else CISPO_DEFAULT_EPS_HIGH,
+        tis_weights=tis_weights,
+    )
+
+
+def make_policy_objective(algo: AlgoConfig) -> LossFn:
+    policy_loss = get_policy_loss(algo.policy_loss)
+    kl_in_loss = algo.kl_coef > 0 and not algo.kl_in_reward
+
+    def loss_fn(logprobs: torch.Tensor, entropy: torch.Tensor, micro: TrainingBatch, norm: LossNormalizer):
+        mask = micro.loss_mask
+        params = policy_loss_params(algo, micro.tis_weights)
+        per_token, metrics = policy_loss(logprobs, micro.old_logprobs, micro.advantages, mask, params)
+        loss = aggregate(per_token, mask, algo.loss_agg, norm)
+        if kl_in_loss:
+            kl = kl_penalty(logprobs, micro.ref_logprobs, algo.kl_estimator) * mask
+            loss = loss + algo.kl_coef * aggregate(kl, mask, algo.loss_agg, norm)
+            metrics["kl_ref"] = kl.detach().sum().item() / max(mask.sum().item(), 1)
+        if algo.entropy_coef > 0:
+            loss = loss - algo.entropy_coef * aggregate(entropy * mask, mask, algo.loss_agg, norm)
+        return loss, metrics
+
+    return loss_fn
