@@ -6,8 +6,8 @@ What is measured: the default recipe's tokenizer and model (preset `micro`, buil
 
   rollout    TorchEngine.generate through `rollout_groups` (prompt prefill + 64 decode steps)
   reference  ReferenceModel.logprobs over the collated batch (one forward, no gradients)
-  update     PolicyLearner.train_step with make_policy_loss(0.2, kl_coef=0.05), then the
-             engine's sync_weights, as in the RL loop
+  update     PolicyLearner.train_step with the PPO-clip loss (clip 0.2) plus a KL penalty to the
+             reference (coef 0.05), then the engine's sync_weights, as in the RL loop
 
 Reward scoring and advantage estimation are left out (they cost microseconds for arithmetic).
 One warm-up step, then `--steps` timed steps; each phase reports its median.
@@ -43,7 +43,6 @@ from reinforge.learner.reference import ReferenceModel
 from reinforge.rollout.single_turn import rollout_groups
 from reinforge.tasks.registry import load_tasks
 from reinforge.trainer.pipeline import build_policy
-from reinforge.trainer.rl_loop import make_policy_loss
 
 PHASES = ("rollout", "reference", "update")
 
@@ -58,6 +57,17 @@ def matmul_peak_gflops(dtype: torch.dtype, n: int = 1024, repeats: int = 10) -> 
             a @ b
         best = min(best, time.perf_counter() - start)
     return 2 * n**3 * repeats / best / 1e9
+
+
+def make_loss(cfg):
+    """PPO-clip + KL-to-reference loss, through whichever of the trainer's APIs this checkout has."""
+    try:
+        from reinforge.trainer.policy_objective import make_policy_objective
+    except ImportError:  # older layout: one function in the RL loop
+        from reinforge.trainer.rl_loop import make_policy_loss
+
+        return make_policy_loss(cfg.algo.clip_eps, kl_coef=cfg.algo.kl_coef)
+    return make_policy_objective(cfg.algo)
 
 
 def matmul_params(model: torch.nn.Module) -> int:
@@ -80,7 +90,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    overrides = [f"model.preset={args.preset}"] if args.preset else []
+    overrides = ["algo.clip_eps=0.2", "algo.kl_coef=0.05", f"rollout.max_new_tokens={args.new_tokens}"]
+    overrides += [f"model.preset={args.preset}"] if args.preset else []
     cfg = load_config("default", overrides)
     torch.manual_seed(cfg.trainer.seed)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
@@ -94,7 +105,7 @@ def main() -> None:
         cfg.algo.micro_batch_size, cfg.algo.bf16_autocast, cfg.rollout.temperature,
     )
     reference = ReferenceModel(model, cfg.algo.micro_batch_size, cfg.rollout.temperature)
-    loss_fn = make_policy_loss(0.2, kl_coef=0.05)
+    loss_fn = make_loss(cfg)
     params = SamplingParams(max_new_tokens=args.new_tokens, temperature=cfg.rollout.temperature)  # no stop tokens
     engine.sync_weights(learner.version)
 
