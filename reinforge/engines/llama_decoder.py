@@ -6,6 +6,11 @@ matmuls. This file re-expresses the same math (RMSNorm, rotary attention with gr
 SwiGLU MLP) over fused weight matrices and a cache written in place, reusing the model's own
 rotary embedding so every RoPE variant it supports is computed exactly as in `transformers`.
 The learner always uses the real `transformers` forward; a test checks the two agree.
+
+Per-step costs kept small without changing a bit of the output: rotary cos/sin tabulated once
+per batch, prompt pads skipped by every matmul, a float mask built once. Attention stays
+`scaled_dot_product_attention`: a hand-written batched-matmul decode attention was no faster on
+CPU and moves log-probs by float rounding. `benchmarks/rollout_throughput.py` measures all this.
 """
 
 from __future__ import annotations
@@ -118,7 +123,7 @@ class FusedLlamaDecoder:
         self.lm_head = w(model.lm_head.weight)
 
     def _rms_norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        if x.dtype == torch.float32:  # one fused kernel, bit-identical to the float32 formula below
+        if x.dtype == torch.float32:  # fewer dispatches, bit-identical to the formula below
             return F.rms_norm(x, weight.shape, weight, self.eps)
         x32 = x.float()
         x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)

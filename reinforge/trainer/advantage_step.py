@@ -44,7 +44,7 @@ def prepare_batch(
         # KL of the sampling policy to the reference, per sampled token, paid as negative reward.
         kl = kl_penalty(batch.old_logprobs, batch.ref_logprobs, algo.kl_estimator) * mask
         metrics["kl_ref"] = kl.sum().item() / max(mask.sum().item(), 1)
-        if estimator.needs_critic:
+        if estimator.token_rewards:  # gae, REINFORCE++: the KL is a reward at every token
             token_rewards = -algo.kl_coef * kl
         else:
             rewards = rewards - algo.kl_coef * kl.sum(1).double()

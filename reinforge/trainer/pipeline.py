@@ -81,12 +81,17 @@ def build_scorer(cfg: Config) -> RewardScorer:
     return RewardScorer(components, cfg.reward.timeout_s, cfg.reward.max_error_fraction)
 
 
-def run_training(cfg: Config) -> TrainOutcome:
+def start_run(cfg: Config) -> Path:
+    """Validate, seed, set threads, create the run directory: what every command does first."""
     preflight(cfg)
     torch.manual_seed(cfg.trainer.seed)
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
-    run_dir = make_run_dir(cfg)
+    return make_run_dir(cfg)
+
+
+def run_training(cfg: Config) -> TrainOutcome:
+    run_dir = start_run(cfg)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
     model, tokenizer = build_policy(cfg, tasks)
     env = SingleTurnEnv(tokenizer, cfg.rollout.prompt_format)
@@ -139,9 +144,7 @@ def run_training(cfg: Config) -> TrainOutcome:
 
 def run_sft_stage(cfg: Config) -> Path:
     """`reinforge sft`: warm up, report held-out greedy accuracy, save to RUN_DIR/warm_start."""
-    preflight(cfg)
-    torch.manual_seed(cfg.trainer.seed)
-    run_dir = make_run_dir(cfg)
+    run_dir = start_run(cfg)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
     model, tokenizer = build_policy(cfg, tasks)
     env = SingleTurnEnv(tokenizer, cfg.rollout.prompt_format)

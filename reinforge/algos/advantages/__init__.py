@@ -24,13 +24,14 @@ class EstimatorSpec:
     fn: Estimator
     min_group_size: int  # validated against rollout.group_size before any compute
     needs_critic: bool  # the trainer must provide inputs.values (a value model)
+    token_rewards: bool = False  # uses inputs.token_rewards (a per-token KL reward) itself
 
 
 ADVANTAGE_ESTIMATORS: dict[str, EstimatorSpec] = {}
 
 
 def register_advantage(
-    name: str, *, min_group_size: int = 1, needs_critic: bool = False
+    name: str, *, min_group_size: int = 1, needs_critic: bool = False, token_rewards: bool = False
 ) -> Callable[[Estimator], Estimator]:
     """Register `fn` under `name`; the function itself is returned unchanged."""
     if min_group_size < 1:
@@ -41,7 +42,7 @@ def register_advantage(
         # Re-importing the same module (e.g. importlib.reload) re-registers the same function: allowed.
         if existing is not None and (existing.fn.__module__, existing.fn.__qualname__) != (fn.__module__, fn.__qualname__):
             raise ValueError(f"advantage estimator {name!r} is already registered by {existing.fn.__module__}")
-        ADVANTAGE_ESTIMATORS[name] = EstimatorSpec(name, fn, min_group_size, needs_critic)
+        ADVANTAGE_ESTIMATORS[name] = EstimatorSpec(name, fn, min_group_size, needs_critic, token_rewards)
         return fn
 
     return decorator

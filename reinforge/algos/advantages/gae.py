@@ -18,7 +18,7 @@ from reinforge.algos.advantages.group_stats import (
 from reinforge.algos.types import AdvantageInputs, AdvantageOutput
 
 
-@register_advantage("gae", min_group_size=1, needs_critic=True)
+@register_advantage("gae", min_group_size=1, needs_critic=True, token_rewards=True)
 def generalized_advantage_estimates(inputs: AdvantageInputs) -> AdvantageOutput:
     """Generalized Advantage Estimation per sampled token, [N, T], 0 outside the mask.
 

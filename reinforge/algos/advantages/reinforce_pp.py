@@ -36,7 +36,7 @@ def _globally_normalized(scalar: torch.Tensor, inputs: AdvantageInputs, stats: G
     return AdvantageOutput(advantages.to(OUTPUT_DTYPE), metrics=metrics)
 
 
-@register_advantage("reinforce_pp", min_group_size=1)
+@register_advantage("reinforce_pp", min_group_size=1, token_rewards=True)
 def batch_normalized_advantages(inputs: AdvantageInputs) -> AdvantageOutput:
     """REINFORCE++ advantages: the reward standardized over the whole batch, not within a group.
 
@@ -63,7 +63,7 @@ def batch_normalized_advantages(inputs: AdvantageInputs) -> AdvantageOutput:
     return _globally_normalized(inputs.rewards.double(), inputs, stats)
 
 
-@register_advantage("reinforce_pp_baseline", min_group_size=2)
+@register_advantage("reinforce_pp_baseline", min_group_size=2, token_rewards=True)
 def group_baseline_batch_normalized_advantages(inputs: AdvantageInputs) -> AdvantageOutput:
     """REINFORCE++ with a group baseline: subtract the group mean, then standardize over the batch.
 

@@ -1,0 +1,176 @@
+"""DAPO dynamic sampling in `collect_groups`, with a real nano engine and a scripted reward.
+
+The reward gives 1.0 to every sample of a "solved" task (a zero-variance group) and, for other
+tasks, the parity of the sampled token ids (a reward that varies within a group of near-uniform
+samples). A recording scorer keeps every round's trajectories and metrics so the test can see
+what was sampled, not only what was kept.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from reinforge.engines.base import SamplingParams
+from reinforge.engines.torch_engine import TorchEngine
+from reinforge.envs.single_turn import SingleTurnEnv
+from reinforge.rewards.scorer import NamedReward, RewardScorer
+from reinforge.tasks.task import Task
+from reinforge.trainer.collect import collect_groups, informative_groups
+from reinforge.trainer.task_sampler import TaskSampler
+
+TEXTS = ["1+2=", "35+7=", "123+456=", "9=", "80+801=", "4+4="]
+PROMPTS, GROUP = 4, 8
+# Any 4 of these 6 tasks include at least one of the 3 solved ones: round 1 always has a
+# zero-variance group, so dynamic sampling must go to a second round.
+SOLVED = {"t0", "t1", "t2"}
+
+
+def make_tasks() -> list[Task]:
+    return [Task(id=f"t{i}", prompt=text, answer="0") for i, text in enumerate(TEXTS)]
+
+
+class ScriptedReward:
+    def __init__(self, solved: set[str]):
+        self.solved = solved
+
+    def __call__(self, task, trajectory) -> float:
+        if task.id in self.solved:
+            return 1.0
+        return float(sum(trajectory.token_ids[trajectory.prompt_length :]) % 2)
+
+
+class RecordingScorer(RewardScorer):
+    """A RewardScorer that remembers each call's trajectories and returned metrics (one per round)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls: list[tuple[list, dict[str, float]]] = []
+
+    def score(self, tasks, trajectories):
+        metrics = super().score(tasks, trajectories)
+        self.calls.append((list(trajectories), dict(metrics)))
+        return metrics
+
+
+@pytest.fixture
+def make_scorer():
+    scorers = []
+
+    def build(solved: set[str]) -> RecordingScorer:
+        scorer = RecordingScorer([NamedReward("correct", ScriptedReward(solved), 1.0)], workers=2)
+        scorers.append(scorer)
+        return scorer
+
+    yield build
+    for scorer in scorers:
+        scorer.close()
+
+
+@pytest.fixture(scope="module")
+def setup(tokenizer, nano_model):
+    engine = TorchEngine(nano_model, tokenizer.pad_token_id)
+    env = SingleTurnEnv(tokenizer, "raw")
+    params = SamplingParams(max_new_tokens=4, temperature=1.0, stop_token_ids=(tokenizer.eos_token_id,))
+    return engine, env, params
+
+
+def collect(setup, scorer, dynamic: bool, max_rounds: int, seed: int = 3, sampler_seed: int = 0):
+    engine, env, params = setup
+    sampler = TaskSampler(make_tasks(), seed=sampler_seed)
+    return collect_groups(
+        engine, env, scorer, sampler, PROMPTS, GROUP, params, seed=seed, dynamic_sampling=dynamic, max_rounds=max_rounds
+    )
+
+
+def groups_of(trajectories) -> dict[int, list]:
+    groups = defaultdict(list)
+    for t in trajectories:
+        groups[t.group_id].append(t)
+    return groups
+
+
+def is_informative(group) -> bool:
+    return len({t.reward for t in group}) > 1
+
+
+def test_without_dynamic_sampling_every_group_comes_back(setup, make_scorer) -> None:
+    scorer = make_scorer(SOLVED)
+    out = collect(setup, scorer, dynamic=False, max_rounds=3)
+    assert out.rounds == 1 and len(scorer.calls) == 1
+    assert out.trajectories == scorer.calls[0][0]
+    assert len(out.trajectories) == PROMPTS * GROUP
+    groups = groups_of(out.trajectories)
+    assert len(groups) == PROMPTS and all(len(g) == GROUP for g in groups.values())
+    # The scripted reward does what the other tests rely on: solved groups are constant, the
+    # others are informative.
+    solved = [g for g in groups.values() if g[0].task_id in SOLVED]
+    unsolved = [g for g in groups.values() if g[0].task_id not in SOLVED]
+    assert solved and unsolved
+    assert all(not is_informative(g) for g in solved)
+    assert all(is_informative(g) for g in unsolved)
+    assert out.reward_metrics["sampling_rounds"] == 1.0
+    assert out.reward_metrics["train_groups"] == float(PROMPTS)
+
+
+@pytest.mark.parametrize("max_rounds", [2, 3, 5])
+def test_dynamic_sampling_keeps_only_informative_groups(setup, make_scorer, max_rounds) -> None:
+    scorer = make_scorer(SOLVED)
+    out = collect(setup, scorer, dynamic=True, max_rounds=max_rounds)
+
+    first_round = groups_of(scorer.calls[0][0])
+    assert any(not is_informative(g) for g in first_round.values())  # round 1 had a constant group
+    assert out.rounds > 1
+    assert out.rounds <= max_rounds
+    assert out.rounds == len(scorer.calls)
+    assert out.reward_metrics["sampling_rounds"] == float(out.rounds)
+
+    groups = groups_of(out.trajectories)
+    assert groups and all(is_informative(g) for g in groups.values())
+    assert all(g[0].task_id not in SOLVED for g in groups.values())
+    assert all(len(g) == GROUP and len({t.task_id for t in g}) == 1 for g in groups.values())
+    assert len(out.trajectories) <= PROMPTS * GROUP
+    assert out.reward_metrics["train_groups"] == float(len(groups))
+    if out.rounds < max_rounds:  # stopped early: because the batch was full
+        assert len(groups) == PROMPTS
+    # every informative group sampled (up to the batch size) was kept
+    sampled_informative = sum(len(informative_groups(trajs)) for trajs, _ in scorer.calls)
+    assert len(groups) == min(PROMPTS, sampled_informative)
+
+    # group ids never repeat across rounds: each id names one task's group of one round
+    ids_per_round = [{t.group_id for t in trajs} for trajs, _ in scorer.calls]
+    assert sum(len(ids) for ids in ids_per_round) == len(set().union(*ids_per_round))
+    for trajs, _ in scorer.calls:
+        for g in groups_of(trajs).values():
+            assert len(g) == GROUP and len({t.task_id for t in g}) == 1
+    assert all(t.task_id in out.tasks for t in out.trajectories)
+
+    # the reward curve reports the policy's first round, before any filtering
+    first_metrics = scorer.calls[0][1]
+    reported = {k: v for k, v in out.reward_metrics.items() if k not in ("sampling_rounds", "train_groups")}
+    assert reported == first_metrics
+    assert first_metrics["reward/correct/frac_nonzero"] > 0
+
+
+def test_dynamic_sampling_with_one_round_only_filters(setup, make_scorer) -> None:
+    scorer = make_scorer(SOLVED)
+    out = collect(setup, scorer, dynamic=True, max_rounds=1)
+    assert out.rounds == 1 and len(scorer.calls) == 1
+    expected = {g[0].group_id for g in informative_groups(scorer.calls[0][0])}
+    assert expected and set(groups_of(out.trajectories)) == expected
+    assert len(expected) < PROMPTS
+
+
+def test_all_solved_returns_the_last_round_not_nothing(setup, make_scorer) -> None:
+    every_task = {t.id for t in make_tasks()}
+    scorer = make_scorer(every_task)
+    out = collect(setup, scorer, dynamic=True, max_rounds=3)
+    assert out.rounds == 3 and len(scorer.calls) == 3
+    assert len(out.trajectories) == PROMPTS * GROUP
+    assert out.trajectories == scorer.calls[-1][0]  # the last round's groups, zero advantages
+    assert all(not is_informative(g) for g in groups_of(out.trajectories).values())
+    assert out.reward_metrics["sampling_rounds"] == 3.0
+    assert out.reward_metrics["reward"] == 1.0
+    ids_per_round = [{t.group_id for t in trajs} for trajs, _ in scorer.calls]
+    assert sum(len(ids) for ids in ids_per_round) == len(set().union(*ids_per_round)) == 3 * PROMPTS
