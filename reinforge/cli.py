@@ -1,11 +1,14 @@
-"""`reinforge train | sft | compare`: run a recipe, with dotted overrides (`algo.lr=1e-5`)."""
+"""`reinforge train | sft | eval | compare | config show | config validate`: run a recipe, with dotted overrides (`algo.lr=1e-5`)."""
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+from pathlib import Path
 
-from reinforge.config import ConfigError, load_config
+from reinforge.config import ConfigError, dump_config, load_config, resume_config
+from reinforge.trainer.run_errors import CheckpointError, RunInterrupted
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -20,17 +23,56 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--recipe", default="default", help="shipped recipe name or YAML path (default: default)")
         cmd.add_argument("--model", help="local Hugging Face model directory (skips the recipe's warm-up unless sft.steps is set)")
         cmd.add_argument("--output", help="run directory (default: runs/<timestamp>)")
+        if name == "train":
+            cmd.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint")
+            cmd.add_argument("--checkpoint", metavar="DIR", help="with --resume: this checkpoint instead of the newest")
+            cmd.add_argument("--force", action="store_true", help="with --resume: accept config changes that break exactness")
     cmp = sub.add_parser("compare", help="run a recipe under several methods and seeds; plot and tabulate")
     cmp.add_argument("recipe", nargs="?", default="default", help="shipped recipe name or YAML path")
     cmp.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted config overrides for every run")
     cmp.add_argument("--algos", required=True, help="comma-separated method names (reinforge.algos.methods)")
     cmp.add_argument("--seeds", type=int, default=3, help="seeds per method (default 3)")
     cmp.add_argument("--output", help="comparison directory (default: runs/compare-<timestamp>)")
+    ev = sub.add_parser("eval", help="score a saved model on held-out tasks: accuracy, mean@k, pass@k, with CIs")
+    ev.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted config overrides, e.g. task.eval_size=200")
+    ev.add_argument("--model", required=True, help="local Hugging Face model directory")
+    ev.add_argument("--samples", type=int, help="sampled completions per task (default: the recipe's eval.samples)")
+    ev.add_argument("--recipe", default="default", help="recipe whose task section is evaluated (default: default)")
+    ev.add_argument("--output", help="report directory (default: runs/eval-<timestamp>)")
+    config = sub.add_parser("config", help="print or check a resolved config (keys: docs/config.md)")
+    config_sub = config.add_subparsers(dest="config_command", required=True)
+    for name, help_text in (
+        ("show", "print the resolved YAML: recipe, then the algo.method preset, then the overrides"),
+        ("validate", "run every pre-compute check without loading a model; exit 2 on a config error"),
+    ):
+        cmd = config_sub.add_parser(name, help=help_text)
+        cmd.add_argument("recipe", nargs="?", default="default", help="shipped recipe name or YAML path")
+        cmd.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted config overrides, e.g. algo.lr=1e-5")
+    rep = sub.add_parser("report", help="write a self-contained HTML report of a run directory")
+    rep.add_argument("run_dir", help="run directory (holds metrics.jsonl)")
+    rep.add_argument("--output", help="HTML file to write (default: RUN_DIR/report.html)")
     return parser
+
+
+def report_command(args: argparse.Namespace) -> int:
+    """`report RUN_DIR`: reads a finished (or running) run; loads no config and no model."""
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "metrics.jsonl").is_file():
+        problem = "has no metrics.jsonl" if run_dir.is_dir() else "does not exist"
+        print(f"reinforge: report: run directory {run_dir} {problem}", file=sys.stderr)
+        return 2
+    from reinforge.telemetry.report import write_report
+
+    print(f"report written to {write_report(run_dir, Path(args.output) if args.output else None)}")
+    return 0
 
 
 def config_from_args(args: argparse.Namespace):
     overrides = list(args.overrides)
+    if getattr(args, "resume", None):
+        if args.model or args.output:
+            raise ConfigError("--resume continues a run as it was configured; --model and --output do not apply")
+        return resume_config(args.resume, overrides, args.force)
     if args.model is not None:
         overrides.append(f"model.path={args.model}")
         if not any(o.startswith("sft.steps=") for o in overrides) and args.command == "train":
@@ -40,17 +82,52 @@ def config_from_args(args: argparse.Namespace):
     return load_config(args.recipe, overrides)
 
 
+def config_command(args: argparse.Namespace) -> int:
+    """`config show` / `config validate`; a ConfigError propagates to main's handler (exit 2)."""
+    if "=" in args.recipe:  # `config show key=value ...` with the default recipe
+        args.overrides.insert(0, args.recipe)
+        args.recipe = "default"
+    cfg = load_config(args.recipe, list(args.overrides))
+    if args.config_command == "show":
+        print(dump_config(cfg), end="")
+        return 0
+    from reinforge.trainer.preflight import preflight  # checks names and shapes; loads no model
+
+    preflight(cfg)
+    print(f"ok: {args.recipe} is valid")
+    return 0
+
+
+def eval_command(args: argparse.Namespace) -> int:
+    """`eval`: the recipe's task section (plus overrides) on `--model`; writes eval.json / eval.md."""
+    overrides = [*args.overrides, f"model.path={args.model}"]
+    if args.samples is not None:
+        overrides.append(f"eval.samples={args.samples}")
+    cfg = load_config(args.recipe, overrides)
+    from transformers.utils import logging as hf_logging
+
+    from reinforge.trainer.eval_command import run_eval
+
+    hf_logging.disable_progress_bar()
+    run_eval(cfg, Path(args.output) if args.output else None)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "report":
+        return report_command(args)
     try:
+        if args.command == "config":
+            return config_command(args)
+        if args.command == "eval":
+            return eval_command(args)
         cfg = config_from_args(args) if args.command != "compare" else None
         # Imported only now, so that `--help` and config errors answer without loading torch.
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # our own display covers progress; no per-save bars
         if args.command == "compare":
-            from pathlib import Path
-
             from reinforge.trainer.compare import compare
 
             if "=" in args.recipe:  # `compare key=value ...` with the default recipe
@@ -62,12 +139,19 @@ def main(argv: list[str] | None = None) -> int:
         from reinforge.trainer.pipeline import run_sft_stage, run_training
 
         if args.command == "train":
-            run_training(cfg)
+            checkpoint = Path(args.checkpoint) if args.checkpoint else None
+            run_training(cfg, resume=bool(args.resume), checkpoint=checkpoint)
         else:
             run_sft_stage(cfg)
     except ConfigError as err:
         print(f"reinforge: config error: {err}", file=sys.stderr)
         return 2
+    except CheckpointError as err:
+        print(f"reinforge: {err}", file=sys.stderr)
+        return 2
+    except RunInterrupted as stop:
+        print(f"reinforge: {stop}; continue with `reinforge train --resume {cfg.trainer.output_dir}`", file=sys.stderr)
+        return 128 + signal.Signals[stop.signal_name].value
     return 0
 
 

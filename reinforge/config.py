@@ -42,19 +42,19 @@ class TaskConfig(Section):
 
 class SFTConfig(Section):
     steps: int = Field(1500, ge=0, description="Supervised warm-up steps before RL (0 skips the warm-up).")
-    batch_size: int = Field(64, gt=0)
-    lr: float = Field(1e-3, gt=0)
-    warmup_steps: int = Field(50, ge=0)
-    weight_decay: float = Field(0.0, ge=0)
+    batch_size: int = Field(64, gt=0, description="Examples per supervised step.")
+    lr: float = Field(1e-3, gt=0, description="Peak learning rate of the warm-up (AdamW).")
+    warmup_steps: int = Field(50, ge=0, description="Linear learning-rate warm-up steps, then cosine decay to sft.steps.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of the warm-up.")
 
 
 class RolloutConfig(Section):
     prompts_per_step: int = Field(32, gt=0, description="Distinct tasks sampled per RL step.")
     group_size: int = Field(8, gt=0, description="Completions sampled per task (the GRPO group).")
-    max_new_tokens: int = Field(16, gt=0)
+    max_new_tokens: int = Field(16, gt=0, description="Cap on tokens sampled per completion (finish reason: length).")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature; log-probs are taken at this temperature.")
-    top_p: float = Field(1.0, gt=0, le=1)
-    top_k: int = Field(0, ge=0, description="0 disables top-k.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass; 1.0 disables.")
+    top_k: int = Field(0, ge=0, description="Top-k sampling: keep the k most likely tokens; 0 disables.")
     prompt_format: Literal["auto", "raw", "chat"] = Field(
         "auto", description="raw: prompt text as is; chat: tokenizer chat template; auto: chat when the tokenizer has one."
     )
@@ -71,7 +71,7 @@ class AlgoConfig(Section):
     policy_loss: str = Field("ppo_clip", description="Policy loss (reinforge.algos.losses): ppo_clip, gspo, cispo, reinforce.")
     loss_agg: str = Field("token_mean", description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum, constant (Dr. GRPO).")
     lr: float = Field(1e-4, gt=0, description="Policy learning rate (AdamW).")
-    weight_decay: float = Field(0.0, ge=0)
+    weight_decay: float = Field(0.0, ge=0, description="Policy AdamW weight decay.")
     clip_eps: float = Field(0.2, gt=0, description="PPO clip range, lower side (and upper side unless clip_eps_high is set).")
     clip_eps_high: float | None = Field(None, gt=0, description="Upper clip range (DAPO clip-higher, e.g. 0.28); default clip_eps.")
     dual_clip_c: float | None = Field(None, gt=1, description="Dual-clip bound c for negative advantages (e.g. 3.0); None disables.")
@@ -92,7 +92,7 @@ class AlgoConfig(Section):
     epochs: int = Field(1, gt=0, description="Passes over each rollout batch.")
     mini_batches: int = Field(1, gt=0, description="Optimizer steps per pass over a rollout batch.")
     micro_batch_size: int = Field(64, gt=0, description="Sequences per forward/backward (gradient accumulation).")
-    max_grad_norm: float = Field(1.0, gt=0)
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clipping bound of the policy (and critic) updates.")
     bf16_autocast: bool = Field(False, description="bfloat16 autocast for the learner's forward/backward.")
 
 
@@ -102,7 +102,7 @@ class CriticConfig(Section):
     enabled: bool = Field(False, description="Train a value model alongside the policy.")
     trunk: Literal["policy_copy", "separate"] = Field("policy_copy", description="Value head on a copy of the policy trunk, or on a separate tiny model.")
     preset: str = Field("nano", description="Tiny Llama preset of a separate trunk.")
-    lr: float = Field(1e-4, gt=0)
+    lr: float = Field(1e-4, gt=0, description="Value model learning rate (AdamW).")
     loss: str = Field("mse", description="Value loss: mse (clipped), hl_gauss (classification, Farebrother et al. 2024).")
     clip_eps: float | None = Field(0.2, gt=0, description="Value clipping range; None disables.")
     num_bins: int = Field(51, gt=1, description="Bins of the hl_gauss value head.")
@@ -110,15 +110,16 @@ class CriticConfig(Section):
 
 
 class RewardComponent(Section):
-    name: str
+    name: str = Field(description="Unique component name; its score is logged as reward/<name>/mean.")
     fn: str = Field(description="Reward function name (reinforge.rewards.registry).")
-    weight: float = 1.0
-    params: dict[str, Any] = Field(default_factory=dict)
+    weight: float = Field(1.0, description="Weight of this component in the combined reward.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the reward function.")
 
 
 class RewardConfig(Section):
     components: list[RewardComponent] = Field(
-        default_factory=lambda: [RewardComponent(name="correct", fn="verifier", weight=1.0)]
+        default_factory=lambda: [RewardComponent(name="correct", fn="verifier", weight=1.0)],
+        description="Reward components (name, fn, weight, params), combined by weight (gdpo normalizes each before weighting).",
     )
     timeout_s: float = Field(10.0, gt=0, description="Per-call timeout of each reward function.")
     max_error_fraction: float = Field(
@@ -129,15 +130,17 @@ class RewardConfig(Section):
 class EvalConfig(Section):
     every: int = Field(50, gt=0, description="Evaluate on held-out tasks every N RL steps (and at start and end).")
     samples: int = Field(4, gt=0, description="Sampled completions per task for mean@k.")
-    max_new_tokens: int | None = Field(None, description="Default: rollout.max_new_tokens.")
+    max_new_tokens: int | None = Field(None, description="Cap on tokens per held-out completion; default: rollout.max_new_tokens.")
 
 
 class TrainerConfig(Section):
     steps: int = Field(200, ge=0, description="RL steps.")
-    seed: int = 0
+    seed: int = Field(0, description="Seed of model init, task generation, sampling and shuffling.")
     output_dir: str | None = Field(None, description="Run directory; default runs/<timestamp>.")
     sample_every: int = Field(25, gt=0, description="Write sample trajectories every N steps.")
     threads: int | None = Field(None, description="torch intra-op threads; default: torch's choice.")
+    checkpoint_every: int = Field(25, ge=0, description="Write a resumable checkpoint every N RL steps (and at the end); 0 disables.")
+    keep_checkpoints: int = Field(2, gt=0, description="How many of the newest checkpoints to keep.")
 
 
 class TelemetryConfig(Section):
@@ -146,16 +149,16 @@ class TelemetryConfig(Section):
 
 
 class Config(Section):
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    task: TaskConfig = Field(default_factory=TaskConfig)
-    sft: SFTConfig = Field(default_factory=SFTConfig)
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
-    algo: AlgoConfig = Field(default_factory=AlgoConfig)
-    critic: CriticConfig = Field(default_factory=CriticConfig)
-    reward: RewardConfig = Field(default_factory=RewardConfig)
-    eval: EvalConfig = Field(default_factory=EvalConfig)
-    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
-    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig, description="The policy model.")
+    task: TaskConfig = Field(default_factory=TaskConfig, description="Where training and held-out tasks come from.")
+    sft: SFTConfig = Field(default_factory=SFTConfig, description="Supervised warm-up before RL.")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Sampling of trajectories.")
+    algo: AlgoConfig = Field(default_factory=AlgoConfig, description="The RL method: advantages, losses, optimizer.")
+    critic: CriticConfig = Field(default_factory=CriticConfig, description="Learned value function (gae).")
+    reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward functions and their limits.")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="The run: steps, seed, output.")
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig, description="Progress display and metric sinks.")
 
     @field_validator("reward")
     @classmethod
@@ -231,8 +234,9 @@ def _format_validation_error(err: ValidationError) -> str:
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"])
         if e["type"] == "extra_forbidden":
-            valid = ", ".join(_section_keys(e["loc"][:-1])) or "see docs/config.md"
-            lines.append(f"  {key}: no such config key; valid keys here: {valid}")
+            valid = ", ".join(_section_keys(e["loc"][:-1]))
+            here = f"valid keys here: {valid}; " if valid else ""
+            lines.append(f"  {key}: no such config key; {here}every key is documented in docs/config.md")
         else:
             lines.append(f"  {key}: {e['msg']} (got {e.get('input')!r})")
     return "invalid config:\n" + "\n".join(lines)
@@ -301,3 +305,38 @@ def apply_method_preset(tree: dict[str, Any], method: str, keep_existing: bool) 
 
 def dump_config(config: Config) -> str:
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+
+
+# Keys a resumed run may change without changing its weights or its metrics.
+RESUME_SAFE_KEYS = {
+    "telemetry.progress", "telemetry.tensorboard", "trainer.steps", "trainer.threads",
+    "trainer.checkpoint_every", "trainer.keep_checkpoints",
+}
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(tree, dict):
+        out: dict[str, Any] = {}
+        for key, value in tree.items():
+            out.update(_flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: tree}
+
+
+def resume_config(run_dir: str, overrides: list[str] | tuple[str, ...] = (), force: bool = False) -> Config:
+    """The saved config of `run_dir` with `overrides`; changes that would make the resumed run
+    differ from the uninterrupted one are refused unless `force`, with the keys listed."""
+    saved_path = Path(run_dir) / "config.yaml"
+    if not saved_path.is_file():
+        raise ConfigError(f"--resume {run_dir}: no config.yaml there; it is not a reinforge run directory")
+    saved = load_config(str(saved_path))
+    cfg = load_config(str(saved_path), overrides)
+    before, after = _flatten(saved.model_dump(mode="json")), _flatten(cfg.model_dump(mode="json"))
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k) and k not in RESUME_SAFE_KEYS)
+    if changed and not force:
+        listing = ", ".join(f"{k}: {before.get(k)!r} -> {after.get(k)!r}" for k in changed)
+        raise ConfigError(
+            f"resuming {run_dir} with a changed config would not reproduce the original run ({listing}); "
+            "pass --force to resume anyway"
+        )
+    return cfg

@@ -8,9 +8,10 @@ rotary embedding so every RoPE variant it supports is computed exactly as in `tr
 The learner always uses the real `transformers` forward; a test checks the two agree.
 
 Per-step costs kept small without changing a bit of the output: rotary cos/sin tabulated once
-per batch, prompt pads skipped by every matmul, a float mask built once. Attention stays
-`scaled_dot_product_attention`: a hand-written batched-matmul decode attention was no faster on
-CPU and moves log-probs by float rounding. `benchmarks/rollout_throughput.py` measures all this.
+per batch, prompt pads kept out of the matmuls (in batches of 64+ real tokens), a float mask
+built once. Attention stays `scaled_dot_product_attention`: a hand-written batched-matmul decode
+attention was no faster on CPU and moves log-probs by float rounding.
+`benchmarks/rollout_throughput.py` measures the engine against `generate`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel
 
 SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2"}
+MIN_PACKED_TOKENS = 64  # prompt batches with fewer real tokens run their pads through the matmuls too
 
 
 def supports(model: PreTrainedModel) -> bool:
@@ -68,7 +70,7 @@ class DecodeState:
 
 @dataclass
 class _Prompt:
-    """Where the N real tokens of a left-padded prompt batch [B, T] sit (row-major order)."""
+    """Where the N computed tokens of a left-padded prompt batch [B, T] sit (row-major order)."""
 
     rows: torch.Tensor  # [N] batch row of each token
     cols: torch.Tensor  # [N] column (cache slot) of each token
@@ -145,8 +147,8 @@ class FusedLlamaDecoder:
         """Run tokens `ids` [N] through the layers, writing their keys and values to the cache.
 
         A decode step (`prompt` is None) has one token per row, at cache slot `state.length`.
-        A prompt batch passes only its real tokens (pads never reach a matmul) and `prompt` says
-        where each sits in the left-padded [B, T] layout that attention and the cache use.
+        A prompt batch passes its real tokens (pads too, for tiny batches) and `prompt` says where
+        each sits in the left-padded [B, T] layout that attention and the cache use.
         Returns the last hidden state of each row [B, H].
         """
         heads, kv_heads, head_dim = self.heads, self.kv_heads, self.head_dim
@@ -217,12 +219,15 @@ class FusedLlamaDecoder:
             rope=rope,
             length=0,
         )
-        rows, cols = valid.nonzero(as_tuple=True)
+        # Skip pads only when enough real tokens remain: BLAS rounds a row the same way whatever the
+        # row count except for tiny counts (other kernels), so outputs stay bit-identical either way.
+        computed = valid if valid.sum() >= MIN_PACKED_TOKENS else torch.ones_like(valid)
+        rows, cols = computed.nonzero(as_tuple=True)
         causal = torch.ones(prompt_len, prompt_len, dtype=torch.bool).tril()
         # Pad queries attend to themselves only, so no softmax row is empty (which would be NaN).
         mask = (causal & valid[:, None, :]) | torch.eye(prompt_len, dtype=torch.bool)
-        prompt = _Prompt(rows, cols, last=state.next_position.cumsum(0) - 1, mask=mask[:, None])
-        positions = (valid.long().cumsum(1) - 1)[rows, cols]
+        prompt = _Prompt(rows, cols, last=computed.sum(1).cumsum(0) - 1, mask=mask[:, None])
+        positions = (valid.long().cumsum(1) - 1).clamp(min=0)[rows, cols]
         last = self._forward(input_ids[rows, cols], positions, state, prompt)
         return self._logits(last), state
 

@@ -31,13 +31,15 @@ def add_without_carry(a: int, b: int) -> int:
 def make_task(a: int, b: int, teacher_correct: bool) -> Task:
     answer = a + b
     shown = answer if teacher_correct else add_without_carry(a, b)
+    has_carry = add_without_carry(a, b) != answer
     return Task(
         id=f"add-{a}-{b}",
         prompt=f"{a}+{b}=",
         answer=str(answer),
         verifier="numeric",
         demonstration=str(shown),
-        metadata={"a": a, "b": b, "has_carry": add_without_carry(a, b) != answer},
+        # Family: carry problems are the ones the teacher gets wrong, so evaluation splits on them.
+        metadata={"a": a, "b": b, "has_carry": has_carry, "family": "carry" if has_carry else "no_carry"},
     )
 
 

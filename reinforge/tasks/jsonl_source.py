@@ -8,7 +8,8 @@ One JSON object per line:
 
 `prompt` (text or chat messages) and `answer` (any JSON scalar but null) are required; `id`,
 `solution` (the supervised warm-up target) and `verifier` (default "exact") are optional; any
-other field goes to `Task.metadata`. Blank lines are skipped. Every malformed line is reported
+other field goes to `Task.metadata`, among them `family` (a string that groups tasks in
+evaluation reports; tasks without one are in family "all"). Blank lines are skipped. Every malformed line is reported
 as a ConfigError naming the file and the line, before any model is loaded.
 """
 
@@ -76,6 +77,9 @@ def _parse_line(record: Any, path: Path, lineno: int) -> Task:
         raise _fail(path, lineno, f"unknown verifier {verifier!r}; valid: {', '.join(sorted(VERIFIERS))}")
     if verifier == "numeric" and parse_number(answer) is None:
         raise _fail(path, lineno, f"'answer' {answer!r} is not a number but verifier is 'numeric'")
+    family = record.get("family", "all")
+    if not isinstance(family, str) or not family.strip():
+        raise _fail(path, lineno, f"'family' must be a non-empty string, got {family!r}")
 
     return Task(
         id=str(task_id),

@@ -62,7 +62,7 @@ def make_task(dataset: str, split: str, index: int, entry: dict[str, Any]) -> Ta
         verifier="reasoning_gym",
         # Warm-up teaches the answer format the prompt asks for.
         demonstration=None if oracle is None else f"<answer>{oracle}</answer>",
-        metadata={"dataset": dataset, "entry": entry},
+        metadata={"dataset": dataset, "family": dataset, "entry": entry},
     )
 
 

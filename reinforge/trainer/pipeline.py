@@ -28,7 +28,9 @@ from reinforge.tasks.task import TaskSplits
 from reinforge.telemetry import MetricsLogger, print_summary, reward_curve_summary, time_split
 from reinforge.trainer.preflight import preflight
 from reinforge.trainer.rl_loop import RLComponents, RLResult, run_rl
+from reinforge.trainer import checkpoint as ckpt
 from reinforge.trainer.evaluation import evaluate
+from reinforge.trainer.graceful_stop import GracefulStop
 from reinforge.trainer.sft import run_sft
 
 
@@ -43,6 +45,7 @@ class TrainOutcome:
 def make_run_dir(cfg: Config) -> Path:
     run_dir = Path(cfg.trainer.output_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S"))
     run_dir.mkdir(parents=True, exist_ok=True)
+    cfg.trainer.output_dir = str(run_dir)  # the saved config names its own directory, for --resume
     (run_dir / "config.yaml").write_text(dump_config(cfg))
     return run_dir
 
@@ -81,28 +84,40 @@ def build_scorer(cfg: Config) -> RewardScorer:
     return RewardScorer(components, cfg.reward.timeout_s, cfg.reward.max_error_fraction)
 
 
-def start_run(cfg: Config) -> Path:
+def start_run(cfg: Config, resuming: bool = False) -> Path:
     """Validate, seed, set threads, create the run directory: what every command does first."""
-    preflight(cfg)
+    preflight(cfg, resuming=resuming)
     torch.manual_seed(cfg.trainer.seed)
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
     return make_run_dir(cfg)
 
 
-def run_training(cfg: Config) -> TrainOutcome:
-    run_dir = start_run(cfg)
+def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = None) -> TrainOutcome:
+    """The whole recipe; with `resume`, continue the run in cfg.trainer.output_dir from its newest
+    checkpoint (or `checkpoint`), producing what the uninterrupted run would have."""
+    run_dir = start_run(cfg, resuming=resume)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
-    model, tokenizer = build_policy(cfg, tasks)
+    state = None
+    if resume and (found := ckpt.latest_checkpoint(run_dir, checkpoint)) is not None:
+        model, tokenizer = load_model_and_tokenizer(str(found / "model"))
+        state = ckpt.load_state(found)
+        ckpt.truncate_logs(run_dir, state["logs"])
+        print(f"resuming {run_dir} after step {state['step']} from {found}")
+    else:
+        if resume:  # killed before its first checkpoint: start over, exactly as the first time
+            ckpt.truncate_logs(run_dir, dict.fromkeys(ckpt.LOG_FILES, 0))
+        model, tokenizer = build_policy(cfg, tasks)
     env = SingleTurnEnv(tokenizer, cfg.rollout.prompt_format)
     stop_ids = (tokenizer.eos_token_id,)
 
-    with MetricsLogger(run_dir, tensorboard=cfg.telemetry.tensorboard) as logger:
+    with MetricsLogger(run_dir, tensorboard=cfg.telemetry.tensorboard) as logger, GracefulStop() as stop:
         start = time.perf_counter()
-        run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress)
+        if state is None:
+            run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress, stop)
+            if cfg.sft.steps:
+                save_model(model, tokenizer, run_dir / "warm_start")
         sft_seconds = time.perf_counter() - start
-        if cfg.sft.steps:
-            save_model(model, tokenizer, run_dir / "warm_start")
 
         scorer = build_scorer(cfg)
         parts = RLComponents(
@@ -118,7 +133,7 @@ def run_training(cfg: Config) -> TrainOutcome:
             critic=build_critic(cfg, model, tokenizer),
         )
         try:
-            result = run_rl(parts, tasks, cfg, stop_ids, logger, run_dir)
+            result = run_rl(parts, tasks, cfg, stop_ids, logger, run_dir, resume_state=state, stop=stop)
         finally:
             scorer.close()
         save_model(model, tokenizer, run_dir / "final")

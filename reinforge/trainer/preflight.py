@@ -15,7 +15,7 @@ from reinforge.rewards.builtin import build_reward_fn
 from reinforge.tasks.registry import check_task_config
 
 
-def preflight(cfg: Config) -> None:
+def preflight(cfg: Config, resuming: bool = False) -> None:
     """Raise ConfigError naming the key and the fix for every config that cannot run."""
     check_task_config(cfg.task)
 
@@ -50,10 +50,13 @@ def preflight(cfg: Config) -> None:
     elif cfg.model.preset not in PRESETS:
         raise ConfigError(f"model.preset: unknown preset {cfg.model.preset!r}; valid: {', '.join(PRESETS)}")
 
-    if cfg.trainer.output_dir is not None:
+    if cfg.trainer.output_dir is not None and not resuming:
         out = Path(cfg.trainer.output_dir)
         if out.exists() and any(out.iterdir()):
-            raise ConfigError(f"trainer.output_dir={out} already holds files; choose a new directory")
+            raise ConfigError(
+                f"trainer.output_dir={out} already holds files; choose a new directory, "
+                f"or continue that run with `reinforge train --resume {out}`"
+            )
 
 
 def check_algorithm(cfg: Config) -> None:

@@ -27,9 +27,12 @@ from reinforge.rewards.scorer import RewardScorer
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import TaskSplits
 from reinforge.telemetry import MetricsLogger, ProgressDisplay
+from reinforge.trainer import checkpoint as ckpt
 from reinforge.trainer.advantage_step import prepare_batch
 from reinforge.trainer.collect import collect_groups
 from reinforge.trainer.evaluation import evaluate
+from reinforge.trainer.graceful_stop import GracefulStop
+from reinforge.trainer.run_errors import RunInterrupted
 from reinforge.trainer.policy_objective import make_policy_objective
 from reinforge.trainer.task_sampler import TaskSampler
 
@@ -75,6 +78,37 @@ def trajectory_record(step: int, trajectory: Trajectory, prompt_text) -> dict:
     }
 
 
+def loop_state(parts: RLComponents, sampler: TaskSampler, shuffle: torch.Generator, result: RLResult) -> dict:
+    """Everything besides the policy weights that step s+1 depends on."""
+    return {
+        "optimizer": parts.learner.optimizer.state_dict(),
+        "learner_version": parts.learner.version,
+        "reference": parts.reference.model.state_dict() if parts.reference is not None else None,
+        "critic": (
+            {"model": parts.critic.model.state_dict(), "optimizer": parts.critic.optimizer.state_dict()}
+            if parts.critic is not None else None
+        ),
+        "sampler": sampler.state_dict(),
+        "shuffle": shuffle.get_state(),
+        "rng": ckpt.rng_states(),
+        "result": {"rewards": result.rewards, "evals": result.evals, "steps": result.steps, "seconds": result.seconds},
+    }
+
+
+def restore_loop_state(state: dict, parts: RLComponents, sampler: TaskSampler, shuffle: torch.Generator) -> RLResult:
+    parts.learner.optimizer.load_state_dict(state["optimizer"])
+    parts.learner.version = state["learner_version"]
+    if parts.reference is not None:
+        parts.reference.model.load_state_dict(state["reference"])
+    if parts.critic is not None:
+        parts.critic.model.load_state_dict(state["critic"]["model"])
+        parts.critic.optimizer.load_state_dict(state["critic"]["optimizer"])
+    sampler.load_state_dict(state["sampler"])
+    shuffle.set_state(state["shuffle"])
+    ckpt.restore_rng_states(state["rng"])
+    return RLResult(**state["result"])
+
+
 def run_rl(
     parts: RLComponents,
     tasks: TaskSplits,
@@ -82,7 +116,12 @@ def run_rl(
     stop_token_ids: tuple[int, ...],
     logger: MetricsLogger,
     run_dir: Path,
+    resume_state: dict | None = None,
+    stop: GracefulStop | None = None,
 ) -> RLResult:
+    """Run RL steps; with `resume_state` (from a checkpoint), continue after its step. When `stop`
+    has been requested (SIGINT / SIGTERM), end after the current step with a checkpoint."""
+    stop = stop or GracefulStop()
     algo = cfg.algo
     estimator = get_estimator(algo.advantage)
     params = sampling_params(cfg, stop_token_ids)
@@ -96,21 +135,34 @@ def run_rl(
 
     def run_eval(step: int) -> dict[str, float]:
         start = time.perf_counter()
-        metrics, _ = evaluate(
+        metrics, records = evaluate(
             parts.engine, parts.env, tasks.eval, eval_max_new, stop_token_ids,
             cfg.eval.samples, cfg.rollout.temperature, seed=cfg.trainer.seed + 10_000 + step,
         )
+        with open(run_dir / "eval_samples.jsonl", "a") as eval_file:  # read by `reinforge report`
+            eval_file.writelines(json.dumps({"step": step, **r}, default=str) + "\n" for r in records)
         result.seconds["eval"] += time.perf_counter() - start
         result.evals.append({"step": step, **metrics})
         logger.log(step, metrics, stage="eval")
         return metrics
 
+    first_step = 1
+    if resume_state is not None:
+        result = restore_loop_state(resume_state, parts, sampler, shuffle)
+        first_step = resume_state["step"] + 1
     parts.engine.sync_weights(parts.learner.version)
+
+    def save(step: int) -> Path:
+        state = loop_state(parts, sampler, shuffle, result)
+        return ckpt.save_checkpoint(run_dir, step, parts.learner.model, parts.env.tokenizer, state, cfg.trainer.keep_checkpoints)
+
+    every = cfg.trainer.checkpoint_every
     with open(run_dir / "samples.jsonl", "a") as samples_file, ProgressDisplay(
         cfg.trainer.steps, "RL", enabled=cfg.telemetry.progress
     ) as progress:
-        progress.update(0, run_eval(0))
-        for step in range(1, cfg.trainer.steps + 1):
+        if resume_state is None:
+            progress.update(0, run_eval(0))
+        for step in range(first_step, cfg.trainer.steps + 1):
             collected = collect_groups(
                 parts.engine, parts.env, parts.scorer, sampler, cfg.rollout.prompts_per_step,
                 cfg.rollout.group_size, params, seed=cfg.trainer.seed * 1_000_003 + step,
@@ -146,6 +198,7 @@ def run_rl(
                 "tokens_per_s": sampled_tokens / max(collected.rollout_seconds, 1e-9),
                 "step_seconds": sum(phases.values()),
                 "policy_version": float(parts.learner.version),
+                **{f"time/{key}": seconds for key, seconds in phases.items()},
             }
             result.rewards.append(metrics["reward"])
             result.steps.append(metrics)
@@ -158,4 +211,9 @@ def run_rl(
             if step % cfg.eval.every == 0 or step == cfg.trainer.steps:
                 metrics = {**metrics, **run_eval(step)}
             progress.update(step, metrics)
+            samples_file.flush()
+            if stop.requested is not None:
+                raise RunInterrupted(stop.requested, step, str(save(step)))  # always: a stop must be resumable
+            if every and (step % every == 0 or step == cfg.trainer.steps):
+                save(step)
     return result

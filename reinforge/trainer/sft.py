@@ -17,6 +17,8 @@ from reinforge.config import SFTConfig
 from reinforge.envs.single_turn import SingleTurnEnv
 from reinforge.tasks.task import Task
 from reinforge.telemetry import MetricsLogger, ProgressDisplay
+from reinforge.trainer.graceful_stop import GracefulStop
+from reinforge.trainer.run_errors import RunInterrupted
 
 
 def sft_example(env: SingleTurnEnv, task: Task) -> tuple[list[int], int]:
@@ -59,8 +61,12 @@ def run_sft(
     seed: int,
     logger: MetricsLogger | None = None,
     show_progress: bool = True,
+    stop: GracefulStop | None = None,
 ) -> list[float]:
-    """Train `model` in place for `cfg.steps` steps; return the loss of every step."""
+    """Train `model` in place for `cfg.steps` steps; return the loss of every step.
+
+    A stop request (SIGINT / SIGTERM) ends the warm-up at once without a checkpoint: a resumed run
+    repeats it from the start, which reproduces it exactly."""
     if cfg.steps == 0:
         return []
     if not tasks:
@@ -89,4 +95,6 @@ def run_sft(
             if logger is not None and (step % 10 == 0 or step == cfg.steps - 1):
                 logger.log(step, {"loss": losses[-1], "lr": scheduler.get_last_lr()[0]}, stage="sft")
             progress.update(step + 1, {"loss": losses[-1]})
+            if stop is not None and stop.requested is not None:
+                raise RunInterrupted(stop.requested, 0, None)
     return losses

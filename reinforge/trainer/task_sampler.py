@@ -20,3 +20,13 @@ class TaskSampler:
             self.order += self.rng.sample(range(len(self.tasks)), len(self.tasks))
         batch, self.order = self.order[:size], self.order[size:]
         return [self.tasks[i] for i in batch]
+
+    def state_dict(self) -> dict:
+        """The data cursor: what is left of the current epoch, and the RNG that shuffles the next."""
+        return {"order": list(self.order), "rng": self.rng.getstate(), "num_tasks": len(self.tasks)}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["num_tasks"] != len(self.tasks):
+            raise ValueError(f"sampler state is for {state['num_tasks']} tasks, this run has {len(self.tasks)}")
+        self.order = list(state["order"])
+        self.rng.setstate(state["rng"])
