@@ -146,6 +146,9 @@ class TrainerConfig(Section):
 class TelemetryConfig(Section):
     progress: bool = Field(True, description="Live progress display (rich).")
     tensorboard: bool = Field(True, description="Also write TensorBoard event files.")
+    wandb: Literal["auto", "on", "off"] = Field(
+        "auto", description="Weights & Biases in offline mode: auto = when the wandb package is installed."
+    )
 
 
 class Config(Section):

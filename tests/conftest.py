@@ -7,6 +7,7 @@ builds its own model with `build_tiny_llama`, which takes milliseconds).
 from __future__ import annotations
 
 import copy
+import os
 import random
 
 import pytest
@@ -18,6 +19,10 @@ from reinforge.models.tokenizer import train_tokenizer
 # Tiny models are dominated by per-op overhead: one intra-op thread is several times faster than
 # two, and far faster when the two cores are shared with other processes (threads spin-wait).
 torch.set_num_threads(1)
+
+# Offline W&B runs start a service process per run: off for the suite (the W&B sink test turns
+# it on explicitly), and inherited by the subprocesses tests start.
+os.environ.setdefault("WANDB_MODE", "disabled")
 
 
 def arithmetic_corpus(n: int = 400, seed: int = 0) -> list[str]:

@@ -21,9 +21,10 @@ class MetricsSink(Protocol):
 
 
 class MetricsLogger:
-    """Fans out to `run_dir/metrics.jsonl` and, optionally, `run_dir/tensorboard/`."""
+    """Fans out to `run_dir/metrics.jsonl` and, optionally, `run_dir/tensorboard/` and an offline
+    Weights & Biases run in `run_dir/wandb/`."""
 
-    def __init__(self, run_dir: str | Path, tensorboard: bool = True) -> None:
+    def __init__(self, run_dir: str | Path, tensorboard: bool = True, wandb: bool = False, config: Mapping[str, Any] | None = None) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.jsonl = JsonlSink(self.run_dir / "metrics.jsonl")
@@ -32,6 +33,10 @@ class MetricsLogger:
             from reinforge.telemetry.tensorboard_sink import TensorBoardSink
 
             self.sinks.append(TensorBoardSink(self.run_dir / "tensorboard"))
+        if wandb:
+            from reinforge.telemetry.wandb_sink import WandbSink
+
+            self.sinks.append(WandbSink(self.run_dir, config))
         self.history: list[dict[str, Any]] = []
 
     def log(self, step: int, metrics: Mapping[str, Any], stage: str = "rl") -> None:

@@ -5,6 +5,7 @@ This file only composes components; every piece lives in its own folder.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,8 @@ from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.tasks.registry import load_tasks
 from reinforge.tasks.task import TaskSplits
 from reinforge.telemetry import MetricsLogger, print_summary, reward_curve_summary, time_split
-from reinforge.trainer.preflight import preflight
+from reinforge.telemetry.wandb_sink import wandb_available
+from reinforge.trainer.preflight import check_prompt_lengths, preflight
 from reinforge.trainer.rl_loop import RLComponents, RLResult, run_rl
 from reinforge.trainer import checkpoint as ckpt
 from reinforge.trainer.evaluation import evaluate
@@ -58,6 +60,15 @@ def build_policy(cfg: Config, tasks: TaskSplits):
     tokenizer = train_tokenizer(texts, cfg.model.vocab_size)
     model = build_tiny_llama(tokenizer, cfg.model.preset, cfg.model.max_positions, seed=cfg.trainer.seed)
     return model, tokenizer
+
+
+def open_logger(cfg: Config, run_dir: Path) -> MetricsLogger:
+    """JSONL always; TensorBoard and offline W&B as configured. `auto` turns W&B on when the
+    package is installed and W&B's own switch (WANDB_MODE=disabled) does not turn it off."""
+    wandb = cfg.telemetry.wandb == "on" or (
+        cfg.telemetry.wandb == "auto" and wandb_available() and os.environ.get("WANDB_MODE") != "disabled"
+    )
+    return MetricsLogger(run_dir, tensorboard=cfg.telemetry.tensorboard, wandb=wandb, config=cfg.model_dump(mode="json"))
 
 
 def build_reference(cfg: Config, model) -> ReferenceModel | None:
@@ -110,8 +121,10 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
         model, tokenizer = build_policy(cfg, tasks)
     env = SingleTurnEnv(tokenizer, cfg.rollout.prompt_format)
     stop_ids = (tokenizer.eos_token_id,)
+    budget = max(cfg.rollout.max_new_tokens, cfg.eval.max_new_tokens or 0)
+    check_prompt_lengths([len(env.prompt_ids(t)) for t in tasks.train + tasks.eval], budget, model.config.max_position_embeddings)
 
-    with MetricsLogger(run_dir, tensorboard=cfg.telemetry.tensorboard) as logger, GracefulStop() as stop:
+    with open_logger(cfg, run_dir) as logger, GracefulStop() as stop:
         start = time.perf_counter()
         if state is None:
             run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress, stop)
@@ -163,7 +176,7 @@ def run_sft_stage(cfg: Config) -> Path:
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
     model, tokenizer = build_policy(cfg, tasks)
     env = SingleTurnEnv(tokenizer, cfg.rollout.prompt_format)
-    with MetricsLogger(run_dir, tensorboard=cfg.telemetry.tensorboard) as logger:
+    with open_logger(cfg, run_dir) as logger:
         losses = run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress)
         engine = TorchEngine(model, tokenizer.pad_token_id)
         metrics, _ = evaluate(

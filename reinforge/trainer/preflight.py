@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from reinforge.algos.advantages import get_estimator
@@ -13,6 +14,7 @@ from reinforge.models.loading import ModelLoadError, check_model_dir
 from reinforge.models.tiny_llama import PRESETS
 from reinforge.rewards.builtin import build_reward_fn
 from reinforge.tasks.registry import check_task_config
+from reinforge.telemetry.wandb_sink import wandb_available
 
 
 def preflight(cfg: Config, resuming: bool = False) -> None:
@@ -44,12 +46,24 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
 
     if cfg.model.path is not None:
         try:
-            check_model_dir(cfg.model.path)
+            directory = check_model_dir(cfg.model.path)
         except ModelLoadError as err:
             raise ConfigError(f"model.path: {err}") from None
-    elif cfg.model.preset not in PRESETS:
+        context = json.loads((directory / "config.json").read_text()).get("max_position_embeddings")
+        context_key = f"the model's max_position_embeddings ({directory / 'config.json'})"
+    else:
+        context, context_key = cfg.model.max_positions, "model.max_positions"
+    budget = max(cfg.rollout.max_new_tokens, cfg.eval.max_new_tokens or 0)
+    if context is not None and budget >= context:
+        raise ConfigError(
+            f"rollout.max_new_tokens / eval.max_new_tokens = {budget} leaves no room for a prompt in "
+            f"{context_key} = {context}; lower the token budget or use a longer-context model"
+        )
+    if cfg.model.path is None and cfg.model.preset not in PRESETS:
         raise ConfigError(f"model.preset: unknown preset {cfg.model.preset!r}; valid: {', '.join(PRESETS)}")
 
+    if cfg.telemetry.wandb == "on" and not wandb_available():
+        raise ConfigError("telemetry.wandb=on but the wandb package is not installed: `pip install wandb`, or use auto/off")
     if cfg.trainer.output_dir is not None and not resuming:
         out = Path(cfg.trainer.output_dir)
         if out.exists() and any(out.iterdir()):
@@ -92,3 +106,15 @@ def check_algorithm(cfg: Config) -> None:
         raise ConfigError("algo.kl_in_reward=true has no effect with algo.kl_coef=0; set a KL coefficient")
     if algo.ref_reset_every and not (algo.kl_coef > 0 or algo.ace_alpha > 0):
         raise ConfigError("algo.ref_reset_every needs a reference model, which only algo.kl_coef > 0 or algo.ace_alpha > 0 loads")
+
+
+def check_prompt_lengths(prompt_lengths: list[int], max_new_tokens: int, context: int | None) -> None:
+    """After tokenization, before training: the longest prompt plus the token budget must fit."""
+    if context is None or not prompt_lengths:
+        return
+    longest = max(prompt_lengths)
+    if longest + max_new_tokens > context:
+        raise ConfigError(
+            f"the longest prompt ({longest} tokens) plus rollout.max_new_tokens={max_new_tokens} exceeds the "
+            f"model's context of {context} tokens; shorten the prompts, lower the budget or raise model.max_positions"
+        )

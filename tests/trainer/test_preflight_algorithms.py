@@ -63,3 +63,16 @@ def test_reference_reset_without_a_reference():
 
 def test_critic_support_must_be_ordered():
     assert "critic.support" in refused("algo.method=ppo", "critic.loss=hl_gauss", "critic.support=[1.0, -1.0]")
+
+
+def test_token_budget_beyond_the_context_is_refused():
+    message = refused("model.max_positions=32", "rollout.max_new_tokens=40")
+    assert "model.max_positions" in message and "40" in message
+
+
+def test_prompt_plus_budget_beyond_the_context_is_refused():
+    from reinforge.trainer.preflight import check_prompt_lengths
+
+    check_prompt_lengths([10, 20], 12, context=32)
+    with pytest.raises(ConfigError, match="longest prompt \\(21 tokens\\)"):
+        check_prompt_lengths([10, 21], 12, context=32)
