@@ -1,4 +1,4 @@
-"""`reinforge train | sft | eval | compare | config show | config validate`: run a recipe, with dotted overrides (`algo.lr=1e-5`)."""
+"""`reinforge train | sft | eval | compare | config show | config validate | report`: run a recipe, with dotted overrides (`algo.lr=1e-5`)."""
 
 from __future__ import annotations
 

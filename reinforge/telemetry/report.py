@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,8 @@ def plots(rows: list[dict]) -> list[str]:
 
 
 def header(run_dir: Path, rows: list[dict]) -> str:
-    rl_steps = max((r["step"] for r in rows if r.get("stage") == "rl"), default=0)
-    sft_steps = max((r["step"] for r in rows if r.get("stage") == "sft"), default=0)
+    rl_steps = len({r["step"] for r in rows if r.get("stage") == "rl"})  # distinct: a resumed run may log a step twice
+    sft_steps = len({r["step"] for r in rows if r.get("stage") == "sft"})  # SFT counts from 0, RL from 1
     acc = series(rows, "eval", "accuracy")
     seconds = sum(s for points in phase_seconds(rows).values() for _, s in points)
     facts = [
@@ -98,12 +99,25 @@ def text_block(text: Any, css: str = "text") -> str:
     return f'<pre class="{css}">{esc(str(text))}</pre>'
 
 
+TOOL_CALL = re.compile(r"(<(tool_call|tool|function_call)\b[^>]*>.*?</\2>)", re.S)
+
+
+def policy_text(text: str) -> str:
+    """The policy's text with tool-call spans (`<tool_call>...</tool_call>` and the like) marked."""
+    out, end = [], 0
+    for call in TOOL_CALL.finditer(text):
+        out.append(f'{esc(text[end : call.start()])}<span class="tool-call">{esc(call.group(0))}</span>')
+        end = call.end()
+    return f'<pre class="text">{"".join(out)}{esc(text[end:])}</pre>'
+
+
 def turns_block(turns: list[dict]) -> str:
     out = []
     for turn in turns:
-        role = str(turn.get("role", "?"))
+        role, text = str(turn.get("role", "?")), str(turn.get("text", ""))
         kind = role if role in ("policy", "env", "tool") else "other"
-        out.append(f'<div class="turn turn-{kind}"><span class="role">{esc(role)}</span>{text_block(turn.get("text", ""))}</div>')
+        body = policy_text(text) if kind == "policy" else text_block(text)
+        out.append(f'<div class="turn turn-{kind}"><span class="role">{esc(role)}</span>{body}</div>')
     return "".join(out)
 
 
@@ -188,7 +202,7 @@ h1 { margin: 0 0 4px; font-size: 26px; } h2 { margin: 32px 0 12px; font-size: 20
 .controls { display: flex; gap: 18px; align-items: center; margin-bottom: 12px; flex-wrap: wrap; }
 select, button { font: inherit; padding: 4px 10px; border: 1px solid #9aa5b1; border-radius: 6px; background: #fff; cursor: pointer; }
 button.pick { margin-right: 4px; } button.pick.active { background: #1f6feb; border-color: #1f6feb; color: #fff; }
-.view { display: grid; grid-template-columns: 1fr 1fr; gap: 14px; } .view[hidden] { display: none; }
+.view { display: grid; grid-template-columns: 1fr 1fr; gap: 14px; align-items: start; } .view[hidden] { display: none; }
 .card h4 { margin: 0 0 4px; } .card.train h4 { color: #1f6feb; } .card.eval h4 { color: #8250df; } .card.empty { color: #6a737d; font-style: italic; }
 .meta { margin: 2px 0; color: #4a5560; font-size: 13px; } .errors { color: #b42318; font-weight: 600; }
 .label { margin-top: 8px; font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color: #6a737d; }
@@ -197,6 +211,7 @@ pre.prompt { background: #eef2f6; }
 .turn { margin: 6px 0; padding-left: 10px; border-left: 4px solid #9aa5b1; } .turn .role { font-size: 12px; font-weight: 700; text-transform: uppercase; }
 .turn-policy { border-color: #1f6feb; } .turn-policy .role { color: #1f6feb; }
 .turn-env { border-color: #6a737d; } .turn-env .role { color: #4a5560; }
+.tool-call { background: #fff1c2; border: 1px dashed #d4a72c; border-radius: 4px; padding: 0 3px; }
 .turn-tool { border-color: #d4a72c; } .turn-tool .role { color: #9a6700; } .turn-tool pre { background: #fff8e1; border: 1px dashed #d4a72c; }
 pre.config { background: #fff; border: 1px solid #d7dde3; }
 """

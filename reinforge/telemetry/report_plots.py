@@ -15,6 +15,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # file-only backend: CI machines and servers have no display
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 Series = dict[str, list[tuple[float, float]]]  # curve label -> [(step, value), ...]
 
@@ -42,6 +43,7 @@ def _axes(title: str, xlabel: str, ylabel: str) -> tuple[plt.Figure, plt.Axes]:
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     ax.spines[["top", "right"]].set_visible(False)
     return fig, ax
 
@@ -79,5 +81,5 @@ def time_chart(per_step: Series, prefix: str) -> str | None:
                color=PHASE_COLORS.get(phase))
         for step, h in zip(steps, heights):
             bottom[step] += h
-    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
     return figure_to_svg(fig, prefix)

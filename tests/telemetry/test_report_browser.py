@@ -64,6 +64,8 @@ def test_report_renders_and_browser_switches_trajectories(browser, tmp_path):
     assert "resp-s4-best" in shown and "tool-obs-42" in shown and "env-says-done" in shown
     tool_turn = next(e for e in browser.find_elements("css selector", ".turn-tool") if e.is_displayed())
     assert tool_turn.value_of_css_property("border-left-color") != "rgba(0, 0, 0, 0)"
+    call = next(e for e in browser.find_elements("css selector", ".tool-call") if e.is_displayed())
+    assert call.text == "<tool_call>calc 6*7</tool_call>"  # the policy's tool call, marked apart
 
     browser.find_element("css selector", 'button.pick[data-pick="worst"]').click()
     shown = visible_text(browser)
@@ -80,5 +82,6 @@ def test_report_renders_and_browser_switches_trajectories(browser, tmp_path):
     Select(browser.find_element("id", "step-select")).select_by_value("4")  # back to the final policy for the picture
     ARTIFACTS.mkdir(exist_ok=True)
     height = browser.execute_script("return document.documentElement.scrollHeight")
-    browser.set_window_size(1400, min(height + 40, 8000))
+    browser.set_window_size(1400, min(height + 160, 8000))  # + the window's own chrome
+    browser.execute_script("window.scrollTo(0, 0)")
     assert browser.save_screenshot(str(ARTIFACTS / "report.png"))
