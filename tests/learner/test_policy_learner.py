@@ -114,7 +114,9 @@ def test_gradient_accumulation_matches_one_full_batch(tokenizer, rollout_batch, 
     assert max(u.abs().max().item() for u in full_updates.values()) > 1e-4  # the step did something
     for name in full_grads:
         torch.testing.assert_close(micro_grads[name], full_grads[name], rtol=1e-4, atol=1e-7, msg=name)
-        assert (micro_updates[name] - full_updates[name]).abs().max().item() < 1e-6, name
+        # Adam's first step is ~lr * sign(grad); where |grad| is near Adam's eps (1e-8) float noise
+        # in the gradient moves the update by a fraction of lr, so updates agree to 1% of lr.
+        assert (micro_updates[name] - full_updates[name]).abs().max().item() < 1e-5, name
     assert micro_metrics["grad_norm"] == pytest.approx(full_metrics["grad_norm"], rel=1e-5)
     assert micro_metrics["loss"] == pytest.approx(full_metrics["loss"], rel=1e-5, abs=1e-7)
     assert micro_metrics["entropy"] == pytest.approx(full_metrics["entropy"], rel=1e-5)
