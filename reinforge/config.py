@@ -116,6 +116,12 @@ class RewardComponent(Section):
     params: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the reward function.")
 
 
+class RewardGate(Section):
+    part: str = Field(description="Component whose score is gated.")
+    requires: str = Field(description="Component that must reach `threshold` for `part` to count (else `part` contributes 0).")
+    threshold: float = Field(description="Minimum score of `requires`, inclusive.")
+
+
 class RewardConfig(Section):
     components: list[RewardComponent] = Field(
         default_factory=lambda: [RewardComponent(name="correct", fn="verifier", weight=1.0)],
@@ -125,6 +131,25 @@ class RewardConfig(Section):
     max_error_fraction: float = Field(
         0.5, ge=0, le=1, description="Stop the run when more than this fraction of a batch's reward calls fail."
     )
+    combine: Literal["weighted_sum", "product"] = Field(
+        "weighted_sum",
+        description="How components make the total: weighted_sum = sum of weight*score; product = product of weight*score (any 0 makes it 0).",
+    )
+    gates: list[RewardGate] = Field(
+        default_factory=list, description="Gates (part, requires, threshold): `part` counts only when `requires` >= threshold."
+    )
+    clip: tuple[float, float] | None = Field(None, description="Clip the combined reward to [low, high]; None disables.")
+    fallback: float = Field(0.0, description="Score a component gets for a sample when its function raises or times out.")
+    cache: bool = Field(
+        True, description="Cache scores of deterministic components by (task id, response, finish reason, token count, component); a reward fn opts out with `deterministic = False`."
+    )
+
+    @field_validator("clip")
+    @classmethod
+    def _ordered_clip(cls, clip: tuple[float, float] | None) -> tuple[float, float] | None:
+        if clip is not None and clip[0] > clip[1]:
+            raise ValueError(f"clip needs low <= high, got {list(clip)}")
+        return clip
 
 
 class EvalConfig(Section):

@@ -7,7 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from reinforge.rewards.base import RewardFn
-from reinforge.rewards.shaping import OverlongPenalty
+from reinforge.rewards.judge import RubricJudge
+from reinforge.rewards.reward_model import RewardModelReward
+from reinforge.rewards.shaping import LengthPenalty, OverlongPenalty
 from reinforge.rewards.verifiers import verify
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
@@ -16,6 +18,8 @@ from reinforge.tasks.task import Task
 class VerifierReward:
     """1.0 when the task's own verifier accepts the response, else its partial score or 0."""
 
+    deterministic = True  # same (task, response) -> same score: the scorer may cache it
+
     def __call__(self, task: Task, trajectory: Trajectory) -> float:
         return float(verify(task, trajectory.response_text))
 
@@ -23,6 +27,8 @@ class VerifierReward:
 class FormatReward:
     """1.0 when the response matches `pattern` (full match, surrounding space ignored) and, if
     `require_stop`, the policy ended it itself instead of running out of tokens."""
+
+    deterministic = True
 
     def __init__(self, pattern: str, require_stop: bool = True):
         try:
@@ -41,6 +47,9 @@ REWARD_FUNCTIONS: dict[str, Callable[..., RewardFn]] = {
     "verifier": VerifierReward,
     "format": FormatReward,
     "overlong": OverlongPenalty,
+    "length": LengthPenalty,
+    "reward_model": RewardModelReward,
+    "rubric_judge": RubricJudge,
 }
 
 
@@ -51,3 +60,16 @@ def build_reward_fn(fn: str, params: dict[str, Any]) -> RewardFn:
         return REWARD_FUNCTIONS[fn](**params)
     except TypeError as err:
         raise ValueError(f"reward function {fn!r}: bad params {params}: {err}") from None
+
+
+def build_component(fn: str, params: dict[str, Any]) -> tuple[Callable, bool]:
+    """A per-sample reward fn or a group reward fn (scored on a whole group at once), by name;
+    returns (callable, is_group)."""
+    from reinforge.rewards.group import GROUP_REWARD_FUNCTIONS, build_group_reward_fn
+
+    if fn in GROUP_REWARD_FUNCTIONS:
+        return build_group_reward_fn(fn, params), True
+    if fn not in REWARD_FUNCTIONS:
+        valid = sorted([*REWARD_FUNCTIONS, *GROUP_REWARD_FUNCTIONS])
+        raise ValueError(f"unknown reward function {fn!r}; valid: {', '.join(valid)}")
+    return build_reward_fn(fn, params), False

@@ -9,6 +9,7 @@ cares about the rest of the text (format, reasoning) can be added without changi
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 from fractions import Fraction
@@ -101,10 +102,136 @@ def reasoning_gym_score(task: Task, response: str) -> float:
     return float(_reasoning_gym_scorer(dataset)(extract_answer(response), entry))
 
 
+# --------------------------------------------------------------------------- math (math-verify)
+
+
+def _math_parse(text: str) -> list:
+    """math-verify's parse of `text`, retried as inline LaTeX (`$...$`) when nothing was found.
+
+    `parsing_timeout=None`: math-verify's own timeout uses SIGALRM, which fails outside the main
+    thread; the RewardScorer's per-call timeout covers these calls instead.
+    """
+    from math_verify import parse  # imported here: it pulls in sympy, which most runs never need
+
+    parsed = parse(text, parsing_timeout=None)
+    if not parsed and text.strip() and "$" not in text:
+        parsed = parse(f"${text.strip()}$", parsing_timeout=None)
+    return parsed
+
+
+@functools.lru_cache(maxsize=4096)
+def _math_gold(answer: str) -> list:
+    return _math_parse(answer)
+
+
+def math_equal(task: Task, response: str) -> float:
+    """Symbolic equality by math-verify: LaTeX, fractions, `\\boxed{}`, expressions (x^2+2x+1 ==
+    (x+1)^2), sets and intervals. The answer is the `<answer>` content, else the whole response
+    (where math-verify finds the last `\\boxed{}` or expression itself)."""
+    from math_verify import verify as math_verify
+
+    gold = _math_gold(task.answer)
+    if not gold:
+        raise ValueError(f"task {task.id!r}: reference answer {task.answer!r} is not parseable math (verifier 'math')")
+    predicted = _math_parse(extract_answer(response))
+    if not predicted:
+        return 0.0
+    return 1.0 if math_verify(gold, predicted, timeout_seconds=None) else 0.0
+
+
+# --------------------------------------------------------------------------- multiple choice
+
+_CHOICE = re.compile(
+    r"^(?:(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*[:=]?\s*)?"  # optional "answer:" / "the answer is"
+    r"(?:\(\s*([a-z])\s*\)|\[\s*([a-z])\s*\]|([a-z])\s*[).:]?)"  # B, (B), [B], B), B., B:
+    r"\s*\.?$",
+    re.IGNORECASE,
+)
+
+
+def parse_choice(text: str) -> str | None:
+    """The option letter of "B", "(B)", "B)", "B.", "answer: B", "The answer is (b)"; else None."""
+    match = _CHOICE.match(text.strip().replace("*", ""))  # markdown bold around the answer is common
+    if match is None:
+        return None
+    return next(g for g in match.groups() if g).upper()
+
+
+def multiple_choice(task: Task, response: str) -> float:
+    """1 when the chosen option letter (A-Z, any case) is the task's answer letter."""
+    reference = parse_choice(task.answer)
+    if reference is None:
+        raise ValueError(f"task {task.id!r}: reference answer {task.answer!r} is not an option letter A-Z (verifier 'multiple_choice')")
+    return 1.0 if parse_choice(extract_answer(response)) == reference else 0.0
+
+
+# --------------------------------------------------------------------------- JSON schema
+
+_FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(.*?)\n?\s*```$", re.DOTALL)
+
+
+@functools.lru_cache(maxsize=256)
+def _schema_validator(schema_json: str) -> Any:
+    import jsonschema
+
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as err:
+        raise ValueError(f"invalid JSON schema: {err.message}") from None
+    return cls(schema)
+
+
+def json_schema(task: Task, response: str) -> float:
+    """1 when the answer (a ```json fence is allowed around it) is JSON valid under the JSON schema
+    in `task.metadata["schema"]`; 0 when it is not JSON or breaks the schema."""
+    schema = task.metadata.get("schema")
+    if not isinstance(schema, (dict, bool)):
+        raise ValueError(f"task {task.id!r}: verifier 'json_schema' needs metadata['schema'] (a JSON schema object)")
+    try:
+        validator = _schema_validator(json.dumps(schema, sort_keys=True))
+    except ValueError as err:
+        raise ValueError(f"task {task.id!r}: {err} (verifier 'json_schema')") from None
+    text = extract_answer(response)
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1)
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return 0.0
+    return 1.0 if validator.is_valid(value) else 0.0
+
+
+# --------------------------------------------------------------------------- regex
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.DOTALL)
+
+
+def regex(task: Task, response: str) -> float:
+    """1 when the answer (stripped) fully matches `task.metadata["pattern"]` (`.` matches newlines)."""
+    pattern = task.metadata.get("pattern")
+    if not isinstance(pattern, str):
+        raise ValueError(f"task {task.id!r}: verifier 'regex' needs metadata['pattern'] (a regular expression)")
+    try:
+        compiled = _compiled(pattern)
+    except re.error as err:
+        raise ValueError(f"task {task.id!r}: invalid regex {pattern!r}: {err} (verifier 'regex')") from None
+    return 1.0 if compiled.fullmatch(extract_answer(response)) else 0.0
+
+
 VERIFIERS: dict[str, Callable[[Task, str], float]] = {
     "exact": exact,
     "numeric": numeric,
     "reasoning_gym": reasoning_gym_score,
+    "math": math_equal,
+    "multiple_choice": multiple_choice,
+    "json_schema": json_schema,
+    "regex": regex,
 }
 
 

@@ -22,7 +22,7 @@ from reinforge.models.loading import load_model_and_tokenizer, save_model
 from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.models.tokenizer import train_tokenizer
 from reinforge.models.value_model import ValueModel
-from reinforge.rewards.builtin import build_reward_fn
+from reinforge.rewards.builtin import build_component
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.tasks.registry import load_tasks
 from reinforge.tasks.task import TaskSplits
@@ -91,8 +91,21 @@ def build_critic(cfg: Config, model, tokenizer) -> CriticLearner | None:
 
 
 def build_scorer(cfg: Config) -> RewardScorer:
-    components = [NamedReward(c.name, build_reward_fn(c.fn, c.params), c.weight) for c in cfg.reward.components]
-    return RewardScorer(components, cfg.reward.timeout_s, cfg.reward.max_error_fraction)
+    components = []
+    for c in cfg.reward.components:
+        fn, group = build_component(c.fn, c.params)
+        components.append(NamedReward(c.name, fn, c.weight, group=group))
+    reward = cfg.reward
+    return RewardScorer(
+        components,
+        reward.timeout_s,
+        reward.max_error_fraction,
+        combine=reward.combine,
+        gates=reward.gates,
+        clip=reward.clip,
+        fallback=reward.fallback,
+        cache=reward.cache,
+    )
 
 
 def start_run(cfg: Config, resuming: bool = False) -> Path:

@@ -12,7 +12,7 @@ from reinforge.algos.losses.value import get_value_loss
 from reinforge.config import Config, ConfigError
 from reinforge.models.loading import ModelLoadError, check_model_dir
 from reinforge.models.tiny_llama import PRESETS
-from reinforge.rewards.builtin import build_reward_fn
+from reinforge.rewards.builtin import build_component
 from reinforge.tasks.registry import check_task_config
 from reinforge.telemetry.wandb_sink import wandb_available
 
@@ -40,9 +40,17 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
 
     for i, component in enumerate(cfg.reward.components):
         try:
-            build_reward_fn(component.fn, component.params)
+            build_component(component.fn, component.params)
         except ValueError as err:
             raise ConfigError(f"reward.components[{i}] ({component.name}): {err}") from None
+    component_names = [c.name for c in cfg.reward.components]
+    for i, gate in enumerate(cfg.reward.gates):
+        for key in ("part", "requires"):
+            if getattr(gate, key) not in component_names:
+                raise ConfigError(
+                    f"reward.gates[{i}].{key}={getattr(gate, key)!r} is not a reward component; "
+                    f"components: {', '.join(component_names)}"
+                )
 
     if cfg.model.path is not None:
         try:

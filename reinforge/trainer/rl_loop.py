@@ -207,11 +207,10 @@ def run_rl(
                 for trajectory in trajectories[: cfg.rollout.group_size]:
                     prompt = collected.tasks[trajectory.task_id].prompt
                     samples_file.write(json.dumps(trajectory_record(step, trajectory, prompt)) + "\n")
-                samples_file.flush()
             if step % cfg.eval.every == 0 or step == cfg.trainer.steps:
                 metrics = {**metrics, **run_eval(step)}
             progress.update(step, metrics)
-            samples_file.flush()
+            samples_file.flush()  # before any checkpoint records the file's length
             if stop.requested is not None:
                 raise RunInterrupted(stop.requested, step, str(save(step)))  # always: a stop must be resumable
             if every and (step % every == 0 or step == cfg.trainer.steps):

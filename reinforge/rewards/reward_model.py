@@ -1,0 +1,84 @@
+"""A learned reward model: any local Hugging Face sequence-classification checkpoint as a RewardFn.
+
+The model reads prompt + response as one text and its single output logit is the reward
+(a Bradley-Terry reward model, as in Ouyang et al., "Training language models to follow
+instructions with human feedback", 2022). Text is truncated from the left so the end of the
+response, where the score is read, is always kept.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from reinforge.models.loading import ModelLoadError
+from reinforge.rollout.trajectory import Trajectory
+from reinforge.tasks.task import Task
+
+
+class RewardModelReward:
+    """Scores (task, trajectory) with a local sequence-classification model (num_labels=1)."""
+
+    def __init__(self, path: str, batch_size: int = 32, max_length: int = 512):
+        directory = Path(path)
+        if not directory.is_dir():
+            raise ModelLoadError(
+                f"reward model {path!r} is not a local directory. reinforge loads models from disk only "
+                "(hub downloads are unavailable on this machine): pass a directory written by "
+                "`save_pretrained` (e.g. by scripts/train_tiny_reward_model.py)."
+            )
+        if not (directory / "config.json").is_file():
+            raise ModelLoadError(f"reward model {directory} has no config.json; it is not a Hugging Face model directory")
+        if batch_size < 1 or max_length < 1:
+            raise ValueError(f"reward model needs batch_size >= 1 and max_length >= 1, got {batch_size}, {max_length}")
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+        self.model = AutoModelForSequenceClassification.from_pretrained(
+            directory, local_files_only=True, dtype="float32"
+        ).eval()
+        if self.model.config.num_labels != 1:
+            raise ModelLoadError(
+                f"reward model {directory} has num_labels={self.model.config.num_labels}; "
+                "a scalar reward model needs num_labels=1"
+            )
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        # The classifier reads the last non-pad token, found through config.pad_token_id.
+        if self.model.config.pad_token_id is None:
+            self.model.config.pad_token_id = self.tokenizer.pad_token_id
+        self.tokenizer.truncation_side = "left"
+        self._chat = getattr(self.tokenizer, "chat_template", None) is not None
+
+    def _text(self, task: Task, trajectory: Trajectory) -> str:
+        if isinstance(task.prompt, str):
+            return task.prompt + trajectory.response_text
+        messages = [*task.prompt, {"role": "assistant", "content": trajectory.response_text}]
+        if self._chat:
+            return self.tokenizer.apply_chat_template(messages, tokenize=False)
+        return "\n".join(message["content"] for message in messages)
+
+    @torch.no_grad()
+    def score_batch(self, tasks: list[Task], trajectories: list[Trajectory]) -> list[float]:
+        if len(tasks) != len(trajectories):
+            raise ValueError(f"score_batch: {len(tasks)} tasks but {len(trajectories)} trajectories")
+        texts = [self._text(task, trajectory) for task, trajectory in zip(tasks, trajectories)]
+        scores: list[float] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = self.tokenizer(
+                texts[start : start + self.batch_size],
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+                # A chat template already writes the special tokens it wants.
+                add_special_tokens=not self._chat,
+            )
+            logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+            scores.extend(logits[:, 0].float().tolist())
+        return scores
+
+    def __call__(self, task: Task, trajectory: Trajectory) -> float:
+        return self.score_batch([task], [trajectory])[0]
