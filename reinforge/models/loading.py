@@ -11,12 +11,12 @@ class ModelLoadError(ValueError):
     pass
 
 
-def check_model_dir(path: str) -> Path:
-    """Fail before compute unless `path` is a local HF model directory."""
+def check_model_dir(path: str, what: str = "--model") -> Path:
+    """Fail before compute unless `path` is a local HF model directory (`what` names the setting)."""
     directory = Path(path)
     if not directory.is_dir():
         raise ModelLoadError(
-            f"--model {path!r} is not a local directory. reinforge loads models from disk only "
+            f"{what} {path!r} is not a local directory. reinforge loads models from disk only "
             "(no hub downloads on this machine): pass a directory written by `save_pretrained` "
             "(with config.json, weights and tokenizer files), or omit --model to build the tiny model."
         )

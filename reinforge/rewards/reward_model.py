@@ -8,12 +8,11 @@ response, where the score is read, is always kept.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from reinforge.models.loading import ModelLoadError
+from reinforge.models.loading import ModelLoadError, check_model_dir
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 
@@ -22,15 +21,7 @@ class RewardModelReward:
     """Scores (task, trajectory) with a local sequence-classification model (num_labels=1)."""
 
     def __init__(self, path: str, batch_size: int = 32, max_length: int = 512):
-        directory = Path(path)
-        if not directory.is_dir():
-            raise ModelLoadError(
-                f"reward model {path!r} is not a local directory. reinforge loads models from disk only "
-                "(hub downloads are unavailable on this machine): pass a directory written by "
-                "`save_pretrained` (e.g. by scripts/train_tiny_reward_model.py)."
-            )
-        if not (directory / "config.json").is_file():
-            raise ModelLoadError(f"reward model {directory} has no config.json; it is not a Hugging Face model directory")
+        directory = check_model_dir(path, what="reward model")
         if batch_size < 1 or max_length < 1:
             raise ValueError(f"reward model needs batch_size >= 1 and max_length >= 1, got {batch_size}, {max_length}")
         self.batch_size = batch_size

@@ -1,8 +1,10 @@
 """A tiny reward model trained in seconds: does "a+b=c" hold?
 
 A `LlamaForSequenceClassification` (num_labels=1) is trained with the Bradley-Terry pairwise
-loss  -log sigmoid(r(a+b=a+b) - r(a+b=c_wrong))  on small operands (sums seen in training), so that correct sums
-score higher than wrong ones. It exists to test `RewardModelReward` end to end without downloads.
+loss  -log sigmoid(r(a+b=a+b) - r(a+b=c_wrong))  on operands in [0, max_operand), so that correct
+sums score higher than wrong ones. It exists to test `RewardModelReward` end to end without
+downloads. With the defaults it learns the operand pairs it saw (fresh wrong answers included);
+it does not learn addition well enough in seconds to judge (a, b) pairs it never saw.
 """
 
 from __future__ import annotations
