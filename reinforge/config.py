@@ -128,6 +128,7 @@ class RewardConfig(Section):
         description="Reward components (name, fn, weight, params), combined by weight (gdpo normalizes each before weighting).",
     )
     timeout_s: float = Field(10.0, gt=0, description="Per-call timeout of each reward function.")
+    workers: int = Field(4, gt=0, description="Reward calls running at once (threads of the reward service).")
     max_error_fraction: float = Field(
         0.5, ge=0, le=1, description="Stop the run when more than this fraction of a batch's reward calls fail."
     )

@@ -48,6 +48,11 @@ class NamedReward:
     group: bool = False
 
 
+def is_batched(component: NamedReward) -> bool:
+    """A per-sample reward that can also score a whole batch in one call (`score_batch`)."""
+    return not component.group and callable(getattr(component.fn, "score_batch", None))
+
+
 def is_deterministic(fn: RewardFn) -> bool:
     """A reward fn is deterministic (cacheable) unless it says `deterministic = False`."""
     return bool(getattr(fn, "deterministic", True))
@@ -113,11 +118,11 @@ class RewardScorer:
             started[index] = time.monotonic()
             return float(fn(task, trajectory))
 
-        def timed_group_call(index: int, fn: GroupRewardFn, task: Task, group: list[Trajectory]) -> list[float]:
+        def timed_group_call(index: int, fn, task: Task | list[Task], group: list[Trajectory]) -> list[float]:
             started[index] = time.monotonic()
-            values = [float(v) for v in fn(task, group)]
+            values = [float(v) for v in (fn.score_batch(task, group) if isinstance(task, list) else fn(task, group))]
             if len(values) != len(group):
-                raise ValueError(f"group reward returned {len(values)} scores for a group of {len(group)}")
+                raise ValueError(f"reward returned {len(values)} scores for {len(group)} samples")
             return values
 
         # One call per (trajectory, component), except that cached scores are reused and
@@ -133,8 +138,14 @@ class RewardScorer:
                 index = len(calls)
                 future = self._pool.submit(timed_group_call, index, component.fn, tasks[group[0].task_id], group)
                 calls[future] = (group, component, index, None)
+        for component in (c for c in self.components if is_batched(c)):
+            # One call for the whole batch (e.g. a reward model's padded forward), not one per sample.
+            index = len(calls)
+            batch_tasks = [tasks[t.task_id] for t in trajectories]
+            future = self._pool.submit(timed_group_call, index, component.fn, batch_tasks, list(trajectories))
+            calls[future] = (list(trajectories), component, index, None)
         for trajectory in trajectories:
-            for component in (c for c in self.components if not c.group):
+            for component in (c for c in self.components if not c.group and not is_batched(c)):
                 key = self._cache_key(component, trajectory)
                 if key is not None:
                     lookups += 1
@@ -171,7 +182,7 @@ class RewardScorer:
                     first_traceback = first_traceback or "".join(traceback.format_exception(err))
                 else:
                     self._remember(key, value)
-                    values = value if component.group else [value] * len(sharing)
+                    values = value if isinstance(value, list) else [value] * len(sharing)
                     for trajectory, v in zip(sharing, values):
                         trajectory.rewards[component.name] = v
             # A call running past its timeout, or a pool that stopped making progress (all

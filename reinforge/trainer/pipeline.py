@@ -100,6 +100,7 @@ def build_scorer(cfg: Config) -> RewardScorer:
         components,
         reward.timeout_s,
         reward.max_error_fraction,
+        workers=reward.workers,
         combine=reward.combine,
         gates=reward.gates,
         clip=reward.clip,

@@ -35,7 +35,7 @@ def test_a_group_reward_returning_the_wrong_number_of_scores_is_an_error_on_each
     batch = [trajectory("a", 0, "1"), trajectory("a", 0, "2")]
     metrics = scorer.score(TASKS, batch)
     assert metrics["reward_errors"] == 2
-    assert all("returned 1 scores for a group of 2" in t.errors[0] for t in batch)
+    assert all("returned 1 scores for 2 samples" in t.errors[0] for t in batch)
     scorer.close()
 
 
@@ -46,3 +46,21 @@ def test_unknown_names_list_sample_and_group_rewards():
         assert "majority_vote" in str(err) and "verifier" in str(err)
     else:
         raise AssertionError("unknown reward name accepted")
+
+
+def test_a_reward_with_score_batch_is_called_once_per_batch():
+    class CountingBatchReward:
+        calls = 0
+
+        def __call__(self, task, trajectory):
+            raise AssertionError("the scorer should use score_batch")
+
+        def score_batch(self, tasks, trajectories):
+            CountingBatchReward.calls += 1
+            return [float(len(t.response_text)) for t in trajectories]
+
+    scorer = RewardScorer([NamedReward("rm", CountingBatchReward(), 1.0)])
+    batch = [trajectory("a", 0, "1"), trajectory("a", 0, "22"), trajectory("b", 1, "333")]
+    scorer.score(TASKS, batch)
+    assert CountingBatchReward.calls == 1 and [t.reward for t in batch] == [1.0, 2.0, 3.0]
+    scorer.close()
