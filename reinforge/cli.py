@@ -30,7 +30,12 @@ def _parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="run a recipe under several methods and seeds; plot and tabulate")
     cmp.add_argument("recipe", nargs="?", default="default", help="shipped recipe name or YAML path")
     cmp.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted config overrides for every run")
-    cmp.add_argument("--algos", required=True, help="comma-separated method names (reinforge.algos.methods)")
+    cmp.add_argument("--algos", default="", help="comma-separated method names (reinforge.algos.methods)")
+    cmp.add_argument(
+        "--variants", action="append", default=[], metavar="NAME=KEY=VALUE;KEY=VALUE",
+        help="a named list of overrides, compared like a method (repeatable; `NAME=` is the recipe as is), "
+        "or a YAML file mapping names to lists of KEY=VALUE; at least one of --algos / --variants",
+    )
     cmp.add_argument("--seeds", type=int, default=3, help="seeds per method (default 3)")
     cmp.add_argument("--output", help="comparison directory (default: runs/compare-<timestamp>)")
     ev = sub.add_parser("eval", help="score a saved model on held-out tasks: accuracy, mean@k, pass@k, with CIs")
@@ -128,13 +133,14 @@ def main(argv: list[str] | None = None) -> int:
 
         hf_logging.disable_progress_bar()  # our own display covers progress; no per-save bars
         if args.command == "compare":
-            from reinforge.trainer.compare import compare
+            from reinforge.trainer.compare import compare, parse_variants
 
             if "=" in args.recipe:  # `compare key=value ...` with the default recipe
                 args.overrides.insert(0, args.recipe)
                 args.recipe = "default"
             methods = [m.strip() for m in args.algos.split(",") if m.strip()]
-            compare(args.recipe, methods, args.seeds, list(args.overrides), Path(args.output) if args.output else None)
+            variants = parse_variants(args.variants)
+            compare(args.recipe, methods, args.seeds, list(args.overrides), Path(args.output) if args.output else None, variants)
             return 0
         from reinforge.trainer.pipeline import run_sft_stage, run_training
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from reinforge.rewards.base import RewardFn
+from reinforge.rewards.code_reward import CodeTestsReward, DifficultyWeightedTests
 from reinforge.rewards.judge import RubricJudge
 from reinforge.rewards.reward_model import RewardModelReward
 from reinforge.rewards.shaping import LengthPenalty, OverlongPenalty
@@ -50,6 +51,8 @@ REWARD_FUNCTIONS: dict[str, Callable[..., RewardFn]] = {
     "length": LengthPenalty,
     "reward_model": RewardModelReward,
     "rubric_judge": RubricJudge,
+    "code_tests": CodeTestsReward,
+    "code_tests_difficulty": DifficultyWeightedTests,
 }
 
 

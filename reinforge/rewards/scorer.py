@@ -106,6 +106,19 @@ class RewardScorer:
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
 
+    def state_dict(self) -> dict:
+        """What scoring carries from step to step: the cache and any stateful reward's state."""
+        return {
+            "cache": list(self._cache.items()),
+            "components": {c.name: c.fn.state_dict() for c in self.components if hasattr(c.fn, "state_dict")},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self._cache = OrderedDict(state["cache"])
+        for component in self.components:
+            if component.name in state["components"]:
+                component.fn.load_state_dict(state["components"][component.name])
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 

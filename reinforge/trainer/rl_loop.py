@@ -89,6 +89,7 @@ def loop_state(parts: RLComponents, sampler: TaskSampler, shuffle: torch.Generat
             if parts.critic is not None else None
         ),
         "sampler": sampler.state_dict(),
+        "scorer": parts.scorer.state_dict(),
         "shuffle": shuffle.get_state(),
         "rng": ckpt.rng_states(),
         "result": {"rewards": result.rewards, "evals": result.evals, "steps": result.steps, "seconds": result.seconds},
@@ -104,6 +105,7 @@ def restore_loop_state(state: dict, parts: RLComponents, sampler: TaskSampler, s
         parts.critic.model.load_state_dict(state["critic"]["model"])
         parts.critic.optimizer.load_state_dict(state["critic"]["optimizer"])
     sampler.load_state_dict(state["sampler"])
+    parts.scorer.load_state_dict(state["scorer"])
     shuffle.set_state(state["shuffle"])
     ckpt.restore_rng_states(state["rng"])
     return RLResult(**state["result"])

@@ -25,7 +25,7 @@ TINY = [
     "rollout.prompts_per_step=4", "rollout.group_size=4", "trainer.steps=8", "eval.every=3", "eval.samples=2",
     "trainer.checkpoint_every=2", "telemetry.progress=false",
 ]
-TIMING = {"time", "step_seconds", "tokens_per_s"}
+TIMING = {"time", "step_seconds", "tokens_per_s", "reward_seconds"}
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 
 

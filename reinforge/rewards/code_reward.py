@@ -1,0 +1,156 @@
+"""Rewards for code: run the response's Python against the task's test snippets, in the sandbox.
+
+`task.metadata["tests"]` is a list of Python snippets (usually asserts) and
+`task.metadata["test_weights"]` optional weights, one per test. The solution (the last ```python
+fence of the response, else the whole response) and every test run in ONE sandbox run: the
+harness below executes the solution once, then each test in a copy of its namespace, and after
+each test writes `<nonce> <index> <1|0>` to a private copy of stdout. The solution's own prints go
+to stderr, and the nonce arrives on stdin, so `print("all passed")` or `os._exit(0)` earn
+nothing. (Code that deliberately introspects the harness's frames could find the nonce: the
+sandbox contains the damage, not that kind of reward hacking.) A hang or crash keeps the results
+written so far; the tests after it fail.
+
+`DifficultyWeightedTests` weights each test by how often policies have failed it so far, as in
+VeRPO (verifiable dense rewards from weighted partial test passing): w_i ∝ (fails_i + 1) /
+(attempts_i + 2), the smoothed failure rate, times the task's own weight. A sample is weighted
+by the statistics before it, then counted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import secrets
+import threading
+
+from reinforge.envs.tools.sandbox import run_python
+from reinforge.rollout.trajectory import Trajectory
+from reinforge.tasks.task import Task
+
+_FENCE = re.compile(r"```(?:python|py|python3)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
+
+_HARNESS = r'''
+import json, os, sys
+
+def _main():
+    payload = json.loads(sys.stdin.read())
+    nonce, solution, tests = payload["nonce"], payload["solution"], payload["tests"]
+    del payload
+    results = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # the solution's output goes to stderr, away from the results
+    sys.stdout = sys.stderr
+    namespace = {"__name__": "solution", "__builtins__": __builtins__}
+    try:
+        exec(compile(solution, "solution.py", "exec"), namespace)
+        loaded = True
+    except BaseException as err:
+        print(f"solution failed to load: {type(err).__name__}: {err}", file=sys.stderr)
+        loaded = False
+    for index, test in enumerate(tests):
+        passed = False
+        if loaded:
+            try:
+                exec(compile(test, f"test_{index}.py", "exec"), dict(namespace))
+                passed = True
+            except BaseException as err:
+                print(f"test {index} failed: {type(err).__name__}: {err}", file=sys.stderr)
+        results.write(f"{nonce} {index} {int(passed)}\n")
+        results.flush()
+
+_main()
+'''
+
+
+def extract_code(response: str) -> str:
+    """The last ```python fenced block (an unterminated last fence counts), else the response."""
+    blocks = _FENCE.findall(response)
+    return blocks[-1] if blocks else response
+
+
+def run_tests(task: Task, response: str, timeout_s: float = 5, memory_mb: int = 256) -> list[bool]:
+    """Pass/fail of each of the task's tests against the response's code, run in the sandbox."""
+    tests = task.metadata.get("tests")
+    if not isinstance(tests, list) or not tests or not all(isinstance(t, str) for t in tests):
+        raise ValueError(f"task {task.id!r}: metadata['tests'] must be a non-empty list of code strings")
+    nonce = secrets.token_hex(16)
+    payload = json.dumps({"nonce": nonce, "solution": extract_code(response), "tests": tests})
+    result = run_python(_HARNESS, stdin=payload, timeout_s=timeout_s, cpu_s=math.ceil(timeout_s) + 1,
+                        memory_mb=memory_mb)
+    passed = [False] * len(tests)
+    for line in result.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == nonce and parts[1].isdigit() and parts[2] == "1":
+            if int(parts[1]) < len(tests):
+                passed[int(parts[1])] = True
+    return passed
+
+
+def _task_weights(task: Task, n: int) -> list[float]:
+    weights = task.metadata.get("test_weights")
+    if weights is None:
+        return [1.0] * n
+    if len(weights) != n or any(w < 0 for w in weights) or sum(weights) <= 0:
+        raise ValueError(f"task {task.id!r}: test_weights must be {n} non-negative numbers, not all 0")
+    return [float(w) for w in weights]
+
+
+def weighted_pass_fraction(passed: list[bool], weights: list[float]) -> float:
+    return sum(w for w, ok in zip(weights, passed) if ok) / sum(weights)
+
+
+class CodeTestsReward:
+    """(Weighted) fraction of the task's tests the response's code passes, in [0, 1]."""
+
+    deterministic = True  # a pure function of (task, response) up to timeouts: worth caching
+
+    def __init__(self, timeout_s: float = 5, memory_mb: int = 256):
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+
+    def score(self, task: Task, response: str) -> float:
+        passed = run_tests(task, response, self.timeout_s, self.memory_mb)
+        return weighted_pass_fraction(passed, _task_weights(task, len(passed)))
+
+    def __call__(self, task: Task, trajectory: Trajectory) -> float:
+        return self.score(task, trajectory.response_text)
+
+
+class DifficultyWeightedTests(CodeTestsReward):
+    """Weighted pass fraction with weights that grow on the tests policies keep failing."""
+
+    deterministic = False  # the weights learn from every call
+
+    def __init__(self, timeout_s: float = 5, memory_mb: int = 256):
+        super().__init__(timeout_s, memory_mb)
+        self._stats: dict[tuple[str, int], list[int]] = {}  # (task id, test) -> [fails, attempts]
+        self._lock = threading.Lock()
+
+    def state_dict(self) -> dict:
+        """The learned pass statistics: part of a run's checkpoint, so a resumed run weighs alike."""
+        with self._lock:
+            return {"stats": {key: list(value) for key, value in self._stats.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        with self._lock:
+            self._stats = {tuple(key): list(value) for key, value in state["stats"].items()}
+
+    def weights(self, task: Task, n: int | None = None) -> list[float]:
+        """Current normalized weights of the task's tests."""
+        n = len(task.metadata["tests"]) if n is None else n
+        base = _task_weights(task, n)
+        with self._lock:
+            stats = [self._stats.get((task.id, i), [0, 0]) for i in range(n)]
+            raw = [b * (fails + 1) / (attempts + 2) for b, (fails, attempts) in zip(base, stats)]
+        total = sum(raw)
+        return [w / total for w in raw]
+
+    def score(self, task: Task, response: str) -> float:
+        passed = run_tests(task, response, self.timeout_s, self.memory_mb)
+        reward = weighted_pass_fraction(passed, self.weights(task, len(passed)))
+        with self._lock:
+            for i, ok in enumerate(passed):
+                entry = self._stats.setdefault((task.id, i), [0, 0])
+                entry[0] += 0 if ok else 1
+                entry[1] += 1
+        return reward
