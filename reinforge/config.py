@@ -244,7 +244,10 @@ def apply_override(tree: dict[str, Any], dotted: str) -> None:
         if not isinstance(child, dict):
             raise ConfigError(f"override {key!r}: {part!r} is a value, not a section")
         node = child
-    node[parts[-1]] = _load_yaml(raw) if raw.strip() else None
+    try:
+        node[parts[-1]] = _load_yaml(raw) if raw.strip() else None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"override {key}: the value {raw!r} is not valid YAML ({err.problem}); quote it or use a recipe file") from None
 
 
 def _section_keys(loc: tuple) -> list[str]:
