@@ -49,6 +49,10 @@ class MajorityVote:
     pseudo-label: how confident the vote is) describe the latest call, for metrics.
     """
 
+    # The scorer logs this part's mean under this name too: for a majority vote it is the
+    # agreement rate, how confident the group's pseudo-label is.
+    mean_metric = "agreement"
+
     def __init__(self, numeric: bool = False):
         self.numeric = numeric
         self.last_label: str | None = None

@@ -238,4 +238,7 @@ class RewardScorer:
             metrics[f"reward/{component.name}/mean"] = statistics.fmean(values)
             metrics[f"reward/{component.name}/std"] = statistics.pstdev(values)
             metrics[f"reward/{component.name}/frac_nonzero"] = sum(v != 0 for v in values) / len(values)
+            alias = getattr(component.fn, "mean_metric", None)
+            if alias:
+                metrics[f"reward/{component.name}/{alias}"] = metrics[f"reward/{component.name}/mean"]
         return metrics

@@ -26,7 +26,7 @@ def test_majority_vote_is_scored_per_group_and_combined_with_sample_rewards():
     metrics = scorer.score(TASKS, batch)
     assert [t.rewards["vote"] for t in batch] == [1, 1, 0, 0, 0, 1, 1, 1]
     assert [t.reward for t in batch] == [1.5, 1.5, 0.5, 0.0, 0.5, 1.5, 1.5, 1.5]
-    assert metrics["reward/vote/mean"] == 5 / 8  # the agreement rate of the votes
+    assert metrics["reward/vote/mean"] == metrics["reward/vote/agreement"] == 5 / 8  # the votes' agreement rate
     scorer.close()
 
 
