@@ -9,8 +9,10 @@ response, where the score is read, is always kept.
 from __future__ import annotations
 
 
+import threading
+
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
 from reinforge.models.loading import ModelLoadError, check_model_dir
 from reinforge.rollout.trajectory import Trajectory
@@ -21,27 +23,37 @@ class RewardModelReward:
     """Scores (task, trajectory) with a local sequence-classification model (num_labels=1)."""
 
     def __init__(self, path: str, batch_size: int = 32, max_length: int = 512):
-        directory = check_model_dir(path, what="reward model")
+        # Checked now from config.json alone (cheap, so config validation stays model-free);
+        # the weights are loaded on first use.
+        self.directory = check_model_dir(path, what="reward model")
         if batch_size < 1 or max_length < 1:
             raise ValueError(f"reward model needs batch_size >= 1 and max_length >= 1, got {batch_size}, {max_length}")
+        num_labels = AutoConfig.from_pretrained(self.directory, local_files_only=True).num_labels
+        if num_labels != 1:
+            raise ModelLoadError(
+                f"reward model {self.directory} has num_labels={num_labels}; a scalar reward model needs num_labels=1"
+            )
         self.batch_size = batch_size
         self.max_length = max_length
-        self.tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
-        self.model = AutoModelForSequenceClassification.from_pretrained(
-            directory, local_files_only=True, dtype="float32"
-        ).eval()
-        if self.model.config.num_labels != 1:
-            raise ModelLoadError(
-                f"reward model {directory} has num_labels={self.model.config.num_labels}; "
-                "a scalar reward model needs num_labels=1"
-            )
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        # The classifier reads the last non-pad token, found through config.pad_token_id.
-        if self.model.config.pad_token_id is None:
-            self.model.config.pad_token_id = self.tokenizer.pad_token_id
-        self.tokenizer.truncation_side = "left"
-        self._chat = getattr(self.tokenizer, "chat_template", None) is not None
+        self._loaded = False
+        self._load_lock = threading.Lock()
+
+    def _load(self) -> None:
+        with self._load_lock:  # reward calls run on several threads
+            if self._loaded:
+                return
+            self.tokenizer = AutoTokenizer.from_pretrained(self.directory, local_files_only=True)
+            self.model = AutoModelForSequenceClassification.from_pretrained(
+                self.directory, local_files_only=True, dtype="float32"
+            ).eval()
+            if self.tokenizer.pad_token_id is None:
+                self.tokenizer.pad_token = self.tokenizer.eos_token
+            # The classifier reads the last non-pad token, found through config.pad_token_id.
+            if self.model.config.pad_token_id is None:
+                self.model.config.pad_token_id = self.tokenizer.pad_token_id
+            self.tokenizer.truncation_side = "left"
+            self._chat = getattr(self.tokenizer, "chat_template", None) is not None
+            self._loaded = True
 
     def _text(self, task: Task, trajectory: Trajectory) -> str:
         if isinstance(task.prompt, str):
@@ -55,6 +67,7 @@ class RewardModelReward:
     def score_batch(self, tasks: list[Task], trajectories: list[Trajectory]) -> list[float]:
         if len(tasks) != len(trajectories):
             raise ValueError(f"score_batch: {len(tasks)} tasks but {len(trajectories)} trajectories")
+        self._load()
         texts = [self._text(task, trajectory) for task, trajectory in zip(tasks, trajectories)]
         scores: list[float] = []
         for start in range(0, len(texts), self.batch_size):
