@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.single_turn import SingleTurnEnv
-from reinforge.rollout.trajectory import Trajectory
+from reinforge.rollout.trajectory import Trajectory, single_turn_trajectory
 from reinforge.tasks.task import Task
 
 
@@ -24,21 +24,17 @@ def rollout_groups(
     trajectories = []
     for index, generation in enumerate(generations):
         task_index = index // group_size
-        prompt = prompts[task_index]
-        sampled = generation.token_ids
         trajectories.append(
-            Trajectory(
+            single_turn_trajectory(
                 task_id=tasks[task_index].id,
-                group_id=first_group_id + task_index,
-                token_ids=prompt + sampled,
-                loss_mask=[False] * len(prompt) + [True] * len(sampled),
-                behaviour_logprobs=[0.0] * len(prompt) + generation.logprobs,
-                turn_spans=[(len(prompt), len(prompt) + len(sampled))],
-                prompt_length=len(prompt),
-                response_text=env.decode_response(sampled),
-                policy_version=generation.policy_version,
+                prompt_ids=prompts[task_index],
+                sampled_ids=generation.token_ids,
+                logprobs=generation.logprobs,
+                response_text=env.decode_response(generation.token_ids),
                 finish_reason=generation.finish_reason,
-                errors=list(generation.errors),
+                group_id=first_group_id + task_index,
+                policy_version=generation.policy_version,
+                errors=generation.errors,
             )
         )
     return trajectories

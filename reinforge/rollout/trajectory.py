@@ -33,3 +33,33 @@ class Trajectory:
     @property
     def num_sampled_tokens(self) -> int:
         return sum(self.loss_mask)
+
+
+def single_turn_trajectory(
+    task_id: str,
+    prompt_ids: list[int],
+    sampled_ids: list[int],
+    logprobs: list[float],
+    response_text: str,
+    finish_reason: str = "stop",
+    group_id: int = 0,
+    policy_version: int = 0,
+    errors: list[str] | None = None,
+) -> Trajectory:
+    """A one-turn episode: the prompt, then the policy's sampled tokens (the only trained ones)."""
+    if len(logprobs) != len(sampled_ids):
+        raise ValueError(f"{len(sampled_ids)} sampled tokens but {len(logprobs)} log-probs")
+    start, end = len(prompt_ids), len(prompt_ids) + len(sampled_ids)
+    return Trajectory(
+        task_id=task_id,
+        group_id=group_id,
+        token_ids=list(prompt_ids) + list(sampled_ids),
+        loss_mask=[False] * start + [True] * len(sampled_ids),
+        behaviour_logprobs=[0.0] * start + list(logprobs),
+        turn_spans=[(start, end)],
+        prompt_length=start,
+        response_text=response_text,
+        policy_version=policy_version,
+        finish_reason=finish_reason,
+        errors=list(errors or []),
+    )

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from reinforge.rewards.builtin import build_component
 from reinforge.rewards.scorer import NamedReward, RewardScorer
-from reinforge.rollout.trajectory import Trajectory
+from reinforge.rollout.trajectory import Trajectory, single_turn_trajectory
 from reinforge.tasks.task import Task
 
 TASKS = {"a": Task(id="a", prompt="p", answer="?"), "b": Task(id="b", prompt="q", answer="?")}
 
 
 def trajectory(task_id: str, group_id: int, response: str) -> Trajectory:
-    return Trajectory(
-        task_id=task_id, group_id=group_id, token_ids=[1, 2], loss_mask=[False, True], behaviour_logprobs=[0.0, 0.0],
-        turn_spans=[(1, 2)], prompt_length=1, response_text=response, policy_version=0, finish_reason="stop",
-    )
+    return single_turn_trajectory(task_id, [1], [2], [0.0], response, group_id=group_id)
 
 
 def test_majority_vote_is_scored_per_group_and_combined_with_sample_rewards():

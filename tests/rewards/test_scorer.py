@@ -10,7 +10,7 @@ import pytest
 
 from reinforge.rewards.builtin import FormatReward, VerifierReward, build_reward_fn
 from reinforge.rewards.scorer import NamedReward, RewardFailure, RewardScorer
-from reinforge.rollout.trajectory import Trajectory
+from reinforge.rollout.trajectory import Trajectory, single_turn_trajectory
 from reinforge.tasks.task import Task
 
 TASKS = {
@@ -20,20 +20,8 @@ TASKS = {
 
 
 def traj(task_id: str, response: str, finish_reason: str = "stop", group_id: int = 0) -> Trajectory:
-    prompt = [1, 2, 3]
-    response_ids = [10 + i for i in range(max(1, len(response)))]
-    return Trajectory(
-        task_id=task_id,
-        group_id=group_id,
-        token_ids=prompt + response_ids,
-        loss_mask=[False] * len(prompt) + [True] * len(response_ids),
-        behaviour_logprobs=[0.0] * len(prompt) + [-0.5] * len(response_ids),
-        turn_spans=[(len(prompt), len(prompt) + len(response_ids))],
-        prompt_length=len(prompt),
-        response_text=response,
-        policy_version=0,
-        finish_reason=finish_reason,
-    )
+    sampled = [10 + i for i in range(max(1, len(response)))]
+    return single_turn_trajectory(task_id, [1, 2, 3], sampled, [-0.5] * len(sampled), response, finish_reason, group_id)
 
 
 @pytest.fixture

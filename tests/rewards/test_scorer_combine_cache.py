@@ -12,7 +12,7 @@ from reinforge.rewards.builtin import FormatReward, VerifierReward
 from reinforge.rewards.combine import Gate
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.trainer.pipeline import build_scorer
-from reinforge.rollout.trajectory import Trajectory
+from reinforge.rollout.trajectory import Trajectory, single_turn_trajectory
 from reinforge.tasks.task import Task
 from reinforge.trainer.preflight import preflight
 
@@ -20,19 +20,8 @@ TASKS = {"t0": Task(id="t0", prompt="2+3=", answer="5"), "t1": Task(id="t1", pro
 
 
 def traj(task_id: str, response: str, finish_reason: str = "stop") -> Trajectory:
-    prompt, response_ids = [1, 2, 3], [10 + i for i in range(max(1, len(response)))]
-    return Trajectory(
-        task_id=task_id,
-        group_id=0,
-        token_ids=prompt + response_ids,
-        loss_mask=[False] * len(prompt) + [True] * len(response_ids),
-        behaviour_logprobs=[0.0] * len(prompt) + [-0.5] * len(response_ids),
-        turn_spans=[(len(prompt), len(prompt) + len(response_ids))],
-        prompt_length=len(prompt),
-        response_text=response,
-        policy_version=0,
-        finish_reason=finish_reason,
-    )
+    sampled = [10 + i for i in range(max(1, len(response)))]
+    return single_turn_trajectory(task_id, [1, 2, 3], sampled, [-0.5] * len(sampled), response, finish_reason)
 
 
 @pytest.fixture

@@ -10,18 +10,14 @@ from reinforge.rewards.shaping import (
     gated_step_rewards,
     potential_based_shaping,
 )
-from reinforge.rollout.trajectory import Trajectory
+from reinforge.rollout.trajectory import Trajectory, single_turn_trajectory
 from reinforge.tasks.task import Task
 
 TASK = Task(id="t", prompt="p", answer="a")
 
 
 def trajectory(sampled: int) -> Trajectory:
-    return Trajectory(
-        task_id="t", group_id=0, token_ids=[1] * (2 + sampled), loss_mask=[False] * 2 + [True] * sampled,
-        behaviour_logprobs=[0.0] * (2 + sampled), turn_spans=[(2, 2 + sampled)], prompt_length=2,
-        response_text="x", policy_version=0, finish_reason="stop",
-    )
+    return single_turn_trajectory("t", [1, 1], [1] * sampled, [0.0] * sampled, "x")
 
 
 def test_length_penalty_by_hand():

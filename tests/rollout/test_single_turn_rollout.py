@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from reinforge.engines.base import Generation, SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.single_turn import SingleTurnEnv
@@ -89,3 +91,14 @@ def test_rollout_with_the_torch_engine(tokenizer, sharp_nano_model) -> None:
     # the same seed reproduces the rollout exactly
     again = rollout_groups(engine, env, TASKS, group_size=3, params=params, seed=3)
     assert [t.token_ids for t in again] == [t.token_ids for t in out]
+
+
+def test_single_turn_trajectory_masks_only_the_sampled_tokens() -> None:
+    from reinforge.rollout.trajectory import single_turn_trajectory
+
+    t = single_turn_trajectory("t", [1, 2, 3], [7, 8], [-0.5, -0.25], "78", "length", group_id=4, policy_version=2)
+    assert t.token_ids == [1, 2, 3, 7, 8] and t.loss_mask == [False, False, False, True, True]
+    assert t.behaviour_logprobs == [0.0, 0.0, 0.0, -0.5, -0.25] and t.turn_spans == [(3, 5)]
+    assert (t.prompt_length, t.group_id, t.policy_version, t.finish_reason) == (3, 4, 2, "length")
+    with pytest.raises(ValueError, match="2 sampled tokens but 1 log-probs"):
+        single_turn_trajectory("t", [1], [7, 8], [-0.5], "78")
