@@ -24,19 +24,6 @@ def traj(task_id: str, response: str, finish_reason: str = "stop", group_id: int
     return single_turn_trajectory(task_id, [1, 2, 3], sampled, [-0.5] * len(sampled), response, finish_reason, group_id)
 
 
-@pytest.fixture
-def scorers():
-    made: list[RewardScorer] = []
-
-    def make(*args, **kwargs) -> RewardScorer:
-        made.append(RewardScorer(*args, **kwargs))
-        return made[-1]
-
-    yield make
-    for s in made:
-        s.close()
-
-
 def length_reward(task: Task, trajectory: Trajectory) -> float:
     return float(len(trajectory.response_text))
 

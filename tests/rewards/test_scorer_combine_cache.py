@@ -24,19 +24,6 @@ def traj(task_id: str, response: str, finish_reason: str = "stop") -> Trajectory
     return single_turn_trajectory(task_id, [1, 2, 3], sampled, [-0.5] * len(sampled), response, finish_reason)
 
 
-@pytest.fixture
-def scorers():
-    made: list[RewardScorer] = []
-
-    def make(*args, **kwargs) -> RewardScorer:
-        made.append(RewardScorer(*args, **kwargs))
-        return made[-1]
-
-    yield make
-    for s in made:
-        s.close()
-
-
 class Counting:
     """Counts its calls; deterministic unless told otherwise."""
 
