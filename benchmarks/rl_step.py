@@ -36,11 +36,11 @@ import torch
 from reinforge.config import load_config
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
-from reinforge.envs.single_turn import SingleTurnEnv
+from reinforge.envs.factory import build_env
 from reinforge.learner.batch import collate
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
-from reinforge.rollout.single_turn import rollout_groups
+from reinforge.rollout.episodes import rollout_groups
 from reinforge.tasks.registry import load_tasks
 from reinforge.trainer.pipeline import build_policy
 
@@ -96,7 +96,7 @@ def main() -> None:
     torch.manual_seed(cfg.trainer.seed)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
     model, tokenizer = build_policy(cfg, tasks)
-    env = SingleTurnEnv(tokenizer, cfg.rollout.prompt_format)
+    env = build_env(cfg, tokenizer)
     pad = tokenizer.pad_token_id
 
     engine = TorchEngine(model, pad, dtype=cfg.rollout.engine_dtype)

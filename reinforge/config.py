@@ -61,6 +61,31 @@ class RolloutConfig(Section):
     engine_dtype: Literal["float32", "bfloat16"] = Field("float32", description="Dtype of the sampling engine's weight copy.")
 
 
+class EnvConfig(Section):
+    """The environment episodes run in: one response, or a multi-turn agent with tools."""
+
+    type: Literal["single_turn", "tool"] = Field(
+        "single_turn", description="single_turn: one response per task; tool: multi-turn episodes with tool calls (chat format)."
+    )
+    tools: list[str] = Field(default_factory=list, description="Built-in tools of a tool env: calculator, python, sql, search.")
+    tool_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per-tool options, e.g. {sql: {db_path: data.db}, search: {documents: docs.jsonl}}."
+    )
+    tool_format: Literal["compact", "hermes"] = Field(
+        "compact", description="Tool-call syntax: compact <<name: args>> (easy for tiny models) or hermes <tool_call>{json}</tool_call>."
+    )
+    max_turns: int = Field(4, gt=0, description="Policy turns per episode (finish reason: max_turns).")
+    max_episode_tokens: int | None = Field(
+        None, gt=0, description="Cap on an episode's whole token sequence (finish reason: max_tokens); default: the model's context."
+    )
+    max_observation_tokens: int = Field(64, gt=0, description="Tool results longer than this many tokens are cut (and marked).")
+    tool_timeout_s: float | None = Field(
+        None, gt=0, description="Timeout of one tool call (a call past it becomes an error observation); default: each tool's own."
+    )
+    valid_call_reward: float = Field(0.0, description="Per-turn reward for a tool call that ran without error (a process reward).")
+    workers: int = Field(8, gt=0, description="Threads stepping episodes (running tools) at once.")
+
+
 class AlgoConfig(Section):
     """The RL method: each choice is a name in a registry of reinforge.algos."""
 
@@ -84,9 +109,19 @@ class AlgoConfig(Section):
     negative_weight: float = Field(1.0, ge=0, description="Scale of negative advantages.")
     ace_alpha: float = Field(0.0, ge=0, description="ACE: scale negative advantages by 1 + alpha * max(0, log pi/pi_ref of the sample); needs a reference.")
     tis_cap: float | None = Field(None, gt=0, description="Truncated importance sampling cap against behaviour log-probs (e.g. 2.0); None disables.")
-    gamma: float = Field(1.0, gt=0, le=1, description="Discount (gae).")
+    gamma: float = Field(1.0, gt=0, le=1, description="Discount (gae, and over turns for turn_rloo).")
     lam: float = Field(1.0, ge=0, le=1, description="GAE lambda.")
     pass_k: int = Field(1, gt=0, description="k of the pass@k estimator.")
+    turn_reward_fix: Literal["none", "clip", "delta", "potential"] = Field(
+        "none",
+        description="Per-turn rewards, bounded against process-reward hacking: clip (min(r, 0)), delta (r_t - r_{t+1}), or potential (read as potentials Phi: gamma*Phi_t - Phi_{t-1}).",
+    )
+    turn_reward_gate: float | None = Field(
+        None, description="G-RA: per-turn rewards count only when the episode's outcome reward reaches this threshold; None disables."
+    )
+    drop_void_turns: bool = Field(
+        False, description="SimpleTIR: episodes with a void turn (neither a tool call nor an answer) are left out of the loss."
+    )
     dynamic_sampling: bool = Field(False, description="DAPO: drop groups whose rewards are all equal and sample more.")
     max_sampling_rounds: int = Field(3, gt=0, le=16, description="Cap on rollout rounds per step under dynamic sampling.")
     epochs: int = Field(1, gt=0, description="Passes over each rollout batch.")
@@ -167,6 +202,16 @@ class TrainerConfig(Section):
     threads: int | None = Field(None, description="torch intra-op threads; default: torch's choice.")
     checkpoint_every: int = Field(25, ge=0, description="Write a resumable checkpoint every N RL steps (and at the end); 0 disables.")
     keep_checkpoints: int = Field(2, gt=0, description="How many of the newest checkpoints to keep.")
+    schedule: Literal["sync", "async"] = Field(
+        "sync", description="sync: sample with the newest weights, then train; async: sample the batches of later steps in a background thread with weights up to trainer.max_staleness versions old while the learner trains (reinforge.trainer.rollout_schedule)."
+    )
+    max_staleness: int = Field(
+        1, ge=0, description="k: no trained token was sampled by weights more than k versions (RL steps) older than the learner's; async samples step s with version s-1-k (s-k with partial rollouts); async with k=0 is exactly sync."
+    )
+    partial_rollouts: bool = Field(
+        False, description="APRIL: start trainer.overprovision x the groups a step needs, stop sampling once enough groups are complete, resume the unfinished ones with newer weights next step (single-turn envs)."
+    )
+    overprovision: float = Field(1.5, ge=1, le=2, description="Groups in flight per step, as a multiple of rollout.prompts_per_step (partial rollouts only).")
 
 
 class TelemetryConfig(Section):
@@ -177,17 +222,29 @@ class TelemetryConfig(Section):
     )
 
 
+class WorkersConfig(Section):
+    """Scaling out (reinforge.distributed): rollout engines and reward functions as Ray actors, behind the same interfaces."""
+
+    workers: int = Field(0, ge=0, description="Rollout engines run as this many Ray actors, each with a copy of the model; 0 samples in-process. Needs `pip install reinforge[ray]`.")
+    reward_workers: int = Field(0, ge=0, description="Reward functions run in this many Ray actors (the scorer, its cache and limits stay in-process; stateful rewards too); 0 runs them in-process.")
+    address: str | None = Field(None, description="Address of an existing Ray cluster (host:port, auto or ray://...); None starts a local one that listens on loopback only.")
+    timeout_s: float = Field(300.0, gt=0, description="Deadline of a rollout worker's calls (generate, weight sync) and of any worker's start; past it the run stops with the worker named. Reward calls keep reward.timeout_s.")
+    cpus_per_worker: float = Field(1.0, gt=0, description="CPUs Ray reserves for each rollout or reward worker (a rollout worker's torch threads too, at least 1).")
+
+
 class Config(Section):
     model: ModelConfig = Field(default_factory=ModelConfig, description="The policy model.")
     task: TaskConfig = Field(default_factory=TaskConfig, description="Where training and held-out tasks come from.")
     sft: SFTConfig = Field(default_factory=SFTConfig, description="Supervised warm-up before RL.")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Sampling of trajectories.")
+    env: EnvConfig = Field(default_factory=EnvConfig, description="The environment: single-turn, or multi-turn with tools.")
     algo: AlgoConfig = Field(default_factory=AlgoConfig, description="The RL method: advantages, losses, optimizer.")
     critic: CriticConfig = Field(default_factory=CriticConfig, description="Learned value function (gae).")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward functions and their limits.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="The run: steps, seed, output.")
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig, description="Progress display and metric sinks.")
+    workers: WorkersConfig = Field(default_factory=WorkersConfig, description="Rollout and reward workers on Ray (scaling out).")
 
     @field_validator("reward")
     @classmethod
@@ -342,7 +399,7 @@ def dump_config(config: Config) -> str:
 # Keys a resumed run may change without changing its weights or its metrics.
 RESUME_SAFE_KEYS = {
     "telemetry.progress", "telemetry.tensorboard", "trainer.steps", "trainer.threads",
-    "trainer.checkpoint_every", "trainer.keep_checkpoints",
+    "trainer.checkpoint_every", "trainer.keep_checkpoints", "workers.address", "workers.timeout_s",
 }
 
 

@@ -15,7 +15,7 @@ def test_default_recipe_loads() -> None:
     # Values from recipes/default.yaml, not the schema defaults.
     assert cfg.task.source == "arithmetic"
     assert cfg.task.params == {}  # the arithmetic defaults, left implicit in the recipe
-    assert cfg.sft.lr == 0.002 and cfg.algo.lr == 0.0002
+    assert cfg.sft.lr == 0.001 and cfg.algo.lr == 0.0002
     assert cfg.rollout.max_new_tokens == 8
     assert [c.name for c in cfg.reward.components] == ["correct", "format"]
     assert cfg.reward.components[1].params == {"pattern": r"\d+"}

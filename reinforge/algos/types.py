@@ -21,6 +21,11 @@ class AdvantageInputs:
     reward_weights: dict[str, float] = field(default_factory=dict)  # name -> weight
     values: torch.Tensor | None = None  # [N, T] critic values V(s_t) at each position (gae)
     token_rewards: torch.Tensor | None = None  # [N, T] extra per-token rewards, e.g. a KL penalty
+    # Multi-turn episodes (turn-level estimators): which policy turn each position belongs to
+    # (-1 outside the policy's turns), and each episode's per-turn rewards, zero-padded to K turns.
+    turn_index: torch.Tensor | None = None  # [N, T] long
+    turn_rewards: torch.Tensor | None = None  # [N, K] float64
+    turn_counts: torch.Tensor | None = None  # [N] long, turns of each episode (>= 1)
     gamma: float = 1.0
     lam: float = 1.0
     eps: float = 1e-6

@@ -37,7 +37,7 @@ class Generation:
 
     token_ids: list[int]
     logprobs: list[float]
-    finish_reason: str  # "stop" | "length"
+    finish_reason: str  # "stop" | "length" | "aborted" (a partial rollout cut short, to be resumed)
     policy_version: int = 0
     errors: list[str] = field(default_factory=list)
 

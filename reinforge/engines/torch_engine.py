@@ -8,6 +8,7 @@ finished row keep paying for compute.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from reinforge.engines.base import Generation, SamplingParams
 from reinforge.engines.sampling import sample_next
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+MAX_BATCH_SIZE = 512
 
 
 @dataclass
@@ -63,7 +65,7 @@ class TorchEngine:
         model: PreTrainedModel,
         pad_token_id: int,
         dtype: str = "float32",
-        max_batch_size: int = 512,
+        max_batch_size: int = MAX_BATCH_SIZE,
         fused: bool = True,
     ):
         self.model = model
@@ -85,24 +87,41 @@ class TorchEngine:
             )
         return self._decoder
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int | None = None) -> list[Generation]:
+    def generate(
+        self,
+        prompts: list[list[int]],
+        params: SamplingParams,
+        seed: int | None = None,
+        budgets: list[int] | None = None,
+        stop_when: Callable[[torch.Tensor], bool] | None = None,
+    ) -> list[Generation]:
+        """`budgets` (optional): each row's own cap on new tokens (<= params.max_new_tokens).
+        `stop_when` (optional, partial rollouts): called with the rows finished so far (bool [rows])
+        each time a row finishes; when it returns True sampling ends and the unfinished rows come
+        back with what they sampled, finish reason "aborted"."""
         if not prompts:
             return []
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
+        if budgets is not None and (len(budgets) != len(prompts) or min(budgets) < 1):
+            raise ValueError("budgets needs one positive token budget per prompt")
+        if stop_when is not None and len(prompts) > self.max_batch_size:
+            raise ValueError(f"stop_when needs all {len(prompts)} prompts in one batch (max_batch_size={self.max_batch_size})")
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         was_training = self.model.training
         self.model.eval()
         try:
             results: list[Generation] = []
             for start in range(0, len(prompts), self.max_batch_size):
-                results += self._generate_batch(prompts[start : start + self.max_batch_size], params, generator)
+                end = start + self.max_batch_size
+                row_budgets = None if budgets is None else budgets[start:end]
+                results += self._generate_batch(prompts[start:end], params, generator, row_budgets, stop_when)
             return results
         finally:
             self.model.train(was_training)
 
     @torch.inference_mode()
-    def _generate_batch(self, prompts, params: SamplingParams, generator) -> list[Generation]:
+    def _generate_batch(self, prompts, params: SamplingParams, generator, budgets=None, stop_when=None) -> list[Generation]:
         decoder = self._get_decoder()
         batch, width = len(prompts), max(len(p) for p in prompts)
         input_ids = torch.full((batch, width), self.pad_token_id, dtype=torch.long)
@@ -120,6 +139,11 @@ class TorchEngine:
         rows = torch.arange(batch)  # original row of each entry still in the decoder's batch
         alive = torch.ones(batch, dtype=torch.bool)  # entries that have not stopped yet
         dense = True  # no row has stopped yet: entry i is row i, so whole columns are written
+        limit = None if budgets is None else torch.tensor(budgets, dtype=torch.long).clamp(max=steps)
+        if limit is not None:
+            lengths = limit.clone()
+        finished = torch.zeros(batch, dtype=torch.bool)  # rows done (stop token or budget), for stop_when
+        aborted = False
 
         logits, state = decoder.prefill(input_ids, attention_mask, steps)
         for step in range(steps):
@@ -131,15 +155,29 @@ class TorchEngine:
                 live_rows = rows[alive]
                 out_tokens[live_rows, step] = next_tokens[alive]
                 out_logprobs[live_rows, step] = next_logprobs[alive]
+            newly_finished = False
             if len(stop):  # without stop tokens no row ever ends early: no bookkeeping per step
                 stopped = torch.isin(next_tokens, stop) & alive
                 if stopped.any():
-                    dense = False
+                    dense, newly_finished = False, True
                     lengths[rows[stopped]] = step + 1
                     hit_stop[rows[stopped]] = True
                     alive &= ~stopped
+                    finished[rows[stopped]] = True
                     if not alive.any():
                         break
+            if limit is not None:  # rows whose own budget is spent end here ("length")
+                spent = alive & (limit[rows] == step + 1)
+                if spent.any():
+                    dense, newly_finished = False, True
+                    alive &= ~spent
+                    finished[rows[spent]] = True
+                    if not alive.any():
+                        break
+            if stop_when is not None and newly_finished and stop_when(finished.clone()):
+                lengths[rows[alive]] = step + 1
+                aborted = True
+                break
             if step == steps - 1:
                 break
             if not dense and decoder.can_drop_rows and alive.sum() * 2 <= len(rows):
@@ -148,11 +186,12 @@ class TorchEngine:
                 rows, next_tokens, alive = rows[keep], next_tokens[keep], alive[keep]
             logits = decoder.step(next_tokens, state)
         tokens, logprobs, stopped = out_tokens.tolist(), out_logprobs.tolist(), hit_stop.tolist()
+        cut = (~finished).tolist() if aborted else [False] * batch
         return [
             Generation(
                 token_ids=tokens[row][:n],
                 logprobs=logprobs[row][:n],
-                finish_reason="stop" if stopped[row] else "length",
+                finish_reason="stop" if stopped[row] else "aborted" if cut[row] else "length",
                 policy_version=self.policy_version,
             )
             for row, n in enumerate(lengths.tolist())

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from transformers import PreTrainedTokenizerBase
 
+from reinforge.envs.base import StepResult
+from reinforge.envs.chat_format import ChatFormat
 from reinforge.tasks.task import Task
 
 
@@ -11,13 +13,20 @@ class PromptFormatError(ValueError):
     pass
 
 
+def chat_messages(task: Task) -> list[dict]:
+    return task.prompt if isinstance(task.prompt, list) else [{"role": "user", "content": task.prompt}]
+
+
 class SingleTurnEnv:
     """Turns a Task into prompt token ids, once, with the tokenizer's chat template or as raw text.
 
     `prompt_format`: "raw" encodes text prompts as they are (with the tokenizer's own special
-    tokens, e.g. <bos>); "chat" applies the chat template with a generation prompt; "auto" picks
-    "chat" when the tokenizer has a template.
+    tokens, e.g. <bos>) and a response ends with end-of-sequence; "chat" applies the chat template
+    with a generation prompt and a response ends with the template's end-of-turn token; "auto"
+    picks "chat" when the tokenizer has a template.
     """
+
+    max_turns = 1
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, prompt_format: str = "auto"):
         self.tokenizer = tokenizer
@@ -27,12 +36,14 @@ class SingleTurnEnv:
         if prompt_format == "chat" and not has_template:
             raise PromptFormatError("rollout.prompt_format=chat but the tokenizer has no chat template; use raw")
         self.prompt_format = prompt_format
+        self.chat = ChatFormat(tokenizer) if prompt_format == "chat" else None
+        end = self.chat.end_of_turn_id if self.chat is not None else tokenizer.eos_token_id
+        self.end_of_response_id = end
+        self.stop_token_ids = tuple(dict.fromkeys([end, tokenizer.eos_token_id]))
 
     def prompt_ids(self, task: Task) -> list[int]:
-        if self.prompt_format == "chat":
-            messages = task.prompt if isinstance(task.prompt, list) else [{"role": "user", "content": task.prompt}]
-            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-            return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+        if self.chat is not None:
+            return self.chat.prompt_ids(chat_messages(task))
         if isinstance(task.prompt, list):
             raise PromptFormatError(
                 f"task {task.id} has a chat prompt but rollout.prompt_format=raw; use chat with a tokenizer that has a chat template"
@@ -40,8 +51,30 @@ class SingleTurnEnv:
         return self.tokenizer(task.prompt).input_ids
 
     def response_ids(self, text: str) -> list[int]:
-        """A target completion for supervised warm-up: the text, then the end-of-sequence token."""
-        return self.tokenizer(text, add_special_tokens=False).input_ids + [self.tokenizer.eos_token_id]
+        """A target completion for supervised warm-up: the text, then the end of the response."""
+        return self.tokenizer(text, add_special_tokens=False).input_ids + [self.end_of_response_id]
+
+    def sft_example(self, task: Task) -> tuple[list[int], list[bool]]:
+        if not isinstance(task.sft_target, str):
+            raise PromptFormatError(f"task {task.id}: a multi-turn demonstration needs a multi-turn env (env.type=tool)")
+        prompt, response = self.prompt_ids(task), self.response_ids(task.sft_target)
+        return prompt + response, [False] * len(prompt) + [True] * len(response)
 
     def decode_response(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+    def episode(self) -> "SingleTurnEpisode":
+        return SingleTurnEpisode(self)
+
+
+class SingleTurnEpisode:
+    """Stateless apart from the env: the first policy turn ends the episode."""
+
+    def __init__(self, env: SingleTurnEnv):
+        self.env = env
+
+    def reset(self, task: Task) -> list[int]:
+        return self.env.prompt_ids(task)
+
+    def step(self, turn_text: str, finish_reason: str) -> StepResult:
+        return StepResult(done=True, info={"finish_reason": finish_reason})

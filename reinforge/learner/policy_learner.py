@@ -43,12 +43,20 @@ class PolicyLearner:
     def _autocast(self):
         return torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16_autocast else contextlib.nullcontext()
 
+    def loss_normalizer(self, batch: TrainingBatch) -> LossNormalizer:
+        """The counts losses (and metrics) are normalized by. A data-parallel learner
+        (reinforge.distributed.ddp) returns the counts of the whole batch across its ranks."""
+        return LossNormalizer(batch.num_loss_tokens, len(batch), self.max_response_tokens)
+
+    def reduce_gradients(self) -> None:
+        """Called between backward and clipping; a data-parallel learner all-reduces gradients here."""
+
     def train_step(self, batch: TrainingBatch, loss_fn: LossFn) -> dict[str, float]:
         """One optimizer step on `batch`, accumulated over micro-batches."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        norm = LossNormalizer(batch.num_loss_tokens, len(batch), self.max_response_tokens)
-        normalizer = float(max(batch.num_loss_tokens, 1))
+        norm = self.loss_normalizer(batch)
+        normalizer = float(max(norm.num_tokens, 1))
         totals: dict[str, float] = {}
         entropy_sum = 0.0
         for start in range(0, len(batch), self.micro_batch_size):
@@ -65,6 +73,7 @@ class PolicyLearner:
             for key, value in metrics.items():
                 totals[key] = totals.get(key, 0.0) + value * weight
             entropy_sum += (entropy.detach() * micro.loss_mask).sum().item()
+        self.reduce_gradients()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
         if not torch.isfinite(grad_norm):
             raise FloatingPointError(f"non-finite gradient norm ({grad_norm}) at learner version {self.version}")

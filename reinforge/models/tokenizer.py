@@ -2,6 +2,10 @@
 
 Byte-level BPE (any text encodes, nothing is <unk>) with digits split one per token: numbers
 then share a small vocabulary of digit tokens, which is what lets a tiny model learn arithmetic.
+
+The tokenizer ships a chat template (`TINY_CHAT_TEMPLATE`) whose role markers are single special
+tokens, added after the trained vocabulary so the BPE ids do not move: a tiny model then learns
+turn structure from one token per marker, and `<|end|>` closes every turn (the stop token).
 """
 
 from __future__ import annotations
@@ -13,6 +17,21 @@ from transformers import PreTrainedTokenizerFast
 
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 SPECIAL_TOKENS = [PAD, BOS, EOS]
+ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>", "<|tool|>", "<|end|>"]
+
+# Tools, when given, are listed by name in a system turn (a tiny model cannot read JSON schemas;
+# what it needs is the names it may call). Unknown roles are an error, not a silent fallback.
+TINY_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- if tools %}<|system|>tools: {% for t in tools %}{{ (t.function or t).name }}"
+    "{% if not loop.last %}, {% endif %}{% endfor %}<|end|>{% endif %}"
+    "{%- for m in messages %}"
+    "{%- if m.role not in ['system', 'user', 'assistant', 'tool'] %}"
+    "{{ raise_exception('unknown chat role: ' + m.role) }}{% endif %}"
+    "<|{{ m.role }}|>{{ m.content }}<|end|>"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}<|assistant|>{% endif %}"
+)
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 384) -> PreTrainedTokenizerFast:
@@ -31,6 +50,8 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 384) -> PreTrainedTo
     tokenizer.train_from_iterator(texts, trainer=trainer)
     bos_id = tokenizer.token_to_id(BOS)
     tokenizer.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", special_tokens=[(BOS, bos_id)])
+    tokenizer.add_special_tokens(ROLE_TOKENS)  # after training: the BPE ids stay where they are
     return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, bos_token=BOS, eos_token=EOS, pad_token=PAD, padding_side="left"
+        tokenizer_object=tokenizer, bos_token=BOS, eos_token=EOS, pad_token=PAD, padding_side="left",
+        chat_template=TINY_CHAT_TEMPLATE,
     )

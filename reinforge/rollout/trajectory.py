@@ -12,7 +12,16 @@ class Trajectory:
     `token_ids` is the whole episode (prompt, every policy turn, every env observation) exactly as
     the engine and env produced them; `loss_mask[i]` is true only where token i was sampled by the
     policy, and `behaviour_logprobs[i]` is the engine's log-prob of that token (0 elsewhere).
-    `turn_spans` are [start, end) index ranges of the policy's turns.
+    `turn_spans` are [start, end) index ranges of the policy's turns; `turn_rewards` (one per
+    policy turn) are the env's per-turn rewards when it gives any; `transcript` lists the turns as
+    text ({"role", "text"}: "policy" turns and "env" / "tool" observations) for people to read, never for
+    training; `stats` holds the episode's counts (tool calls, valid calls, tool errors, void turns).
+    `response_text` is the policy's last turn: what the verifier checks.
+
+    `policy_version` is the oldest policy version that sampled any of its tokens (so a staleness
+    check on it is conservative). `token_versions`, set by partial rollouts (whose episodes may be
+    resumed with newer weights), gives the version that sampled each token (-1 on tokens the
+    policy did not sample); None means every sampled token came from `policy_version`.
     """
 
     task_id: str
@@ -29,6 +38,13 @@ class Trajectory:
     reward: float = 0.0  # weighted total, what the advantage estimator sees
     turn_rewards: list[float] | None = None
     errors: list[str] = field(default_factory=list)
+    transcript: list[dict] = field(default_factory=list)
+    stats: dict[str, float] = field(default_factory=dict)
+    token_versions: list[int] | None = None
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turn_spans)
 
     @property
     def num_sampled_tokens(self) -> int:

@@ -1,11 +1,19 @@
-"""The built-in task family: integer addition, with a difficulty knob and an imperfect teacher.
+"""The built-in task family: integer arithmetic, with a difficulty knob and an imperfect teacher.
 
-`digits` sets the difficulty (operands drawn uniformly from [0, 10**digits)). Supervised warm-up
-data comes from a teacher that forgets every carry in a fraction `1 - teacher_accuracy` of its
-worked answers. A model imitating it learns the format and puts real probability on the right
-answer, but its most likely answer on carry problems is the teacher's mistake, so greedy accuracy
-after warm-up is low. Only a reward that checks the sum can separate the two, which is exactly
-what RL with a verifier is for: this family is chosen so that RL visibly helps.
+Addition (`op: "+"`, the default recipe): `digits` sets the difficulty (operands drawn uniformly
+from [0, 10**digits)). Supervised warm-up data comes from a teacher that forgets every carry in a
+fraction `1 - teacher_accuracy` of its worked answers. A model imitating it learns the format and
+puts real probability on the right answer, but its most likely answer on carry problems is the
+teacher's mistake, so greedy accuracy after warm-up is low. Only a reward that checks the sum can
+separate the two, which is exactly what RL with a verifier is for: this family is chosen so that
+RL visibly helps.
+
+Multiplication (`op: "*"`, the tool-agent recipe): a `digits`-digit number times a
+`digits_b`-digit one, which a tiny model cannot compute but can hand to a calculator. A fraction
+`tool_traces` of the warm-up demonstrations call the calculator and copy its result (multi-turn
+messages in Hugging Face format); the others state the product directly. The warm-up model then
+calls the tool only sometimes, and greedy decoding prefers the majority habit of answering
+directly, which RL with a verifier turns around.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from typing import Any
 from reinforge.config import ConfigError, TaskConfig
 from reinforge.tasks.task import Task, TaskSplits
 
-DEFAULTS: dict[str, Any] = {"digits": 2, "teacher_accuracy": 0.4}
+DEFAULTS: dict[str, Any] = {"digits": 2, "teacher_accuracy": 0.4, "op": "+", "digits_b": None, "tool_traces": 0.0}
 
 
 def add_without_carry(a: int, b: int) -> int:
@@ -43,6 +51,28 @@ def make_task(a: int, b: int, teacher_correct: bool) -> Task:
     )
 
 
+def calculator_trace(expression: str, result: str) -> list[dict]:
+    """A demonstration that calls the calculator, reads its result and answers with it."""
+    call = {"type": "function", "function": {"name": "calculator", "arguments": {"expression": expression}}}
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "content": result},
+        {"role": "assistant", "content": result},
+    ]
+
+
+def make_product_task(a: int, b: int, with_tool: bool) -> Task:
+    answer = str(a * b)
+    return Task(
+        id=f"mul-{a}-{b}",
+        prompt=f"{a}*{b}=",
+        answer=answer,
+        verifier="numeric",
+        demonstration=calculator_trace(f"{a}*{b}", answer) if with_tool else answer,
+        metadata={"a": a, "b": b, "family": "multiply"},
+    )
+
+
 def _params(cfg: TaskConfig) -> dict[str, Any]:
     unknown = set(cfg.params) - set(DEFAULTS)
     if unknown:
@@ -52,7 +82,16 @@ def _params(cfg: TaskConfig) -> dict[str, Any]:
         raise ConfigError(f"task.params.digits must be an integer in 1..9, got {params['digits']!r}")
     if not 0.0 <= float(params["teacher_accuracy"]) <= 1.0:
         raise ConfigError(f"task.params.teacher_accuracy must be in [0, 1], got {params['teacher_accuracy']!r}")
-    space = 10 ** (2 * params["digits"])
+    if params["op"] not in ("+", "*"):
+        raise ConfigError(f"task.params.op must be '+' or '*', got {params['op']!r}")
+    params["digits_b"] = params["digits"] if params["digits_b"] is None else params["digits_b"]
+    if not isinstance(params["digits_b"], int) or not 1 <= params["digits_b"] <= 9:
+        raise ConfigError(f"task.params.digits_b must be an integer in 1..9, got {params['digits_b']!r}")
+    if not 0.0 <= float(params["tool_traces"]) <= 1.0:
+        raise ConfigError(f"task.params.tool_traces must be in [0, 1], got {params['tool_traces']!r}")
+    if params["tool_traces"] and params["op"] != "*":
+        raise ConfigError("task.params.tool_traces (calculator demonstrations) is only for op='*'")
+    space = 10 ** (params["digits"] + params["digits_b"])
     if cfg.eval_size > space // 2:
         raise ConfigError(f"task.eval_size={cfg.eval_size} leaves too few training problems for digits={params['digits']}")
     return params
@@ -65,18 +104,31 @@ def check(cfg: TaskConfig) -> None:
 def load(cfg: TaskConfig, seed: int) -> TaskSplits:
     params = _params(cfg)
     rng = random.Random(seed)
-    high = 10 ** params["digits"]
+    high_a, high_b = 10 ** params["digits"], 10 ** params["digits_b"]
+    if params["op"] == "*":
+        # operands with exactly the stated digits: multiplying by 0-9 needs no tool
+        low_a, low_b = high_a // 10, high_b // 10
+    else:
+        low_a = low_b = 0
+
+    def draw() -> tuple[int, int]:
+        return rng.randrange(low_a, high_a), rng.randrange(low_b, high_b)
+
+    def make(pair: tuple[int, int], demo_draw: float) -> Task:
+        if params["op"] == "*":
+            return make_product_task(*pair, with_tool=demo_draw < params["tool_traces"])
+        return make_task(*pair, teacher_correct=demo_draw < params["teacher_accuracy"])
 
     held_out: set[tuple[int, int]] = set()
     while len(held_out) < cfg.eval_size:
-        held_out.add((rng.randrange(high), rng.randrange(high)))
-    eval_tasks = [make_task(a, b, teacher_correct=True) for a, b in sorted(held_out)]
+        held_out.add(draw())
+    eval_tasks = [make(pair, 0.0) for pair in sorted(held_out)]
     rng.shuffle(eval_tasks)
 
     # Training problems never include a held-out pair; repeats among them are harmless.
     train_tasks = []
     while len(train_tasks) < cfg.train_size:
-        pair = (rng.randrange(high), rng.randrange(high))
+        pair = draw()
         if pair not in held_out:
-            train_tasks.append(make_task(*pair, teacher_correct=rng.random() < params["teacher_accuracy"]))
+            train_tasks.append(make(pair, rng.random()))
     return TaskSplits(train=train_tasks, eval=eval_tasks)

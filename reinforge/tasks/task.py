@@ -15,19 +15,40 @@ class Task:
 
     `answer` is the reference the verifier checks against; `verifier` names the check in
     `reinforge.rewards.verifiers`; `demonstration` is a worked completion for supervised warm-up
-    (None means: use `answer`). `metadata` carries whatever a source's verifier needs.
+    (None means: use `answer`): a string, or for multi-turn envs the messages that follow the
+    prompt in Hugging Face chat format (assistant turns, with `tool_calls` as
+    [{"type": "function", "function": {"name", "arguments"}}], and tool results as role "tool"
+    messages). `metadata` carries whatever a source's verifier needs.
     """
 
     id: str
     prompt: Prompt
     answer: str
     verifier: str = "exact"
-    demonstration: str | None = None
+    demonstration: str | list[dict] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def sft_target(self) -> str:
+    def sft_target(self) -> str | list[dict]:
         return self.demonstration if self.demonstration is not None else self.answer
+
+
+def message_text(message: dict) -> str:
+    """A chat message's content and its tool calls' names and arguments, as plain text (for
+    training a tokenizer on what the model will read and write)."""
+    parts = [str(message.get("content") or "")]
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", call)
+        arguments = function.get("arguments", {})
+        parts.append(f"<<{function.get('name')}: {' '.join(map(str, arguments.values())) if isinstance(arguments, dict) else arguments}>>")
+    return " ".join(p for p in parts if p)
+
+
+def task_text(task: Task) -> str:
+    """Prompt and demonstration of `task` as one plain text."""
+    prompt = task.prompt if isinstance(task.prompt, str) else " ".join(message_text(m) for m in task.prompt)
+    target = task.sft_target
+    return prompt + " " + (target if isinstance(target, str) else " ".join(message_text(m) for m in target))
 
 
 @dataclass

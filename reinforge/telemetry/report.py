@@ -99,7 +99,8 @@ def text_block(text: Any, css: str = "text") -> str:
     return f'<pre class="{css}">{esc(str(text))}</pre>'
 
 
-TOOL_CALL = re.compile(r"(<(tool_call|tool|function_call)\b[^>]*>.*?</\2>)", re.S)
+# Hermes-style tags, and the compact <<name: args>> syntax of reinforge's tool env.
+TOOL_CALL = re.compile(r"(<(tool_call|tool|function_call)\b[^>]*>.*?</\2>|<<[^<>]*>>)", re.S)
 
 
 def policy_text(text: str) -> str:

@@ -19,6 +19,7 @@ from reinforge.learner.critic_learner import CriticLearner
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.rollout.trajectory import Trajectory
+from reinforge.trainer.turn_credit import turn_layout, void_turn_rows
 
 
 def prepare_batch(
@@ -32,9 +33,20 @@ def prepare_batch(
     critic: CriticLearner | None,
 ) -> tuple[TrainingBatch, dict[str, float]]:
     batch = collate(trajectories, None, pad_token_id)
-    mask = batch.loss_mask
     metrics: dict[str, float] = {}
+    if algo.drop_void_turns:
+        # SimpleTIR: an episode with a void turn is left out of the loss; its reward still counts
+        # in its group's baseline, as the other episodes were sampled alongside it.
+        void = void_turn_rows(trajectories)
+        batch.loss_mask[void] = False
+        metrics["void_dropped_frac"] = void.double().mean().item()
+    mask = batch.loss_mask
     rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float64)
+    turns = turn_layout(trajectories, mask.shape[1], algo)
+    if turns.rewards.any():
+        metrics["turn_reward_mean"] = (turns.rewards.sum(1)).mean().item()
+        if not estimator.turn_level:  # episode-level estimators see the turn rewards summed in
+            rewards = rewards + turns.rewards.sum(1)
     components = {name: torch.tensor([t.rewards[name] for t in trajectories]) for name in reward_weights}
 
     if reference is not None:
@@ -72,6 +84,9 @@ def prepare_batch(
             gamma=algo.gamma,
             lam=algo.lam,
             pass_k=algo.pass_k,
+            turn_index=turns.index,
+            turn_rewards=turns.rewards,
+            turn_counts=turns.counts,
         )
     )
     advantages = out.advantages

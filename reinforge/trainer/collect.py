@@ -14,9 +14,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from reinforge.engines.base import Engine, SamplingParams
-from reinforge.envs.single_turn import SingleTurnEnv
+from reinforge.envs.base import Env
 from reinforge.rewards.scorer import RewardScorer
-from reinforge.rollout.single_turn import rollout_groups
+from reinforge.rollout.episodes import rollout_groups
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 from reinforge.trainer.task_sampler import TaskSampler
@@ -41,7 +41,7 @@ def informative_groups(trajectories: list[Trajectory]) -> list[list[Trajectory]]
 
 def collect_groups(
     engine: Engine,
-    env: SingleTurnEnv,
+    env: Env,
     scorer: RewardScorer,
     sampler: TaskSampler,
     prompts: int,
@@ -50,6 +50,8 @@ def collect_groups(
     seed: int,
     dynamic_sampling: bool = False,
     max_rounds: int = 1,
+    max_episode_tokens: int | None = None,
+    env_workers: int = 8,
 ) -> Collected:
     """`seed` is the step's seed; each round samples with its own derived seed (rounds < 16)."""
     kept: list[Trajectory] = []
@@ -63,7 +65,10 @@ def collect_groups(
         batch = sampler.next_batch(needed)
         tasks.update({t.id: t for t in batch})
         t0 = time.perf_counter()
-        trajectories = rollout_groups(engine, env, batch, group_size, params, seed=seed * 16 + rounds - 1, first_group_id=next_group)
+        trajectories = rollout_groups(
+            engine, env, batch, group_size, params, seed=seed * 16 + rounds - 1, first_group_id=next_group,
+            max_episode_tokens=max_episode_tokens, env_workers=env_workers,
+        )
         t1 = time.perf_counter()
         round_metrics = scorer.score(tasks, trajectories)
         reward_s += time.perf_counter() - t1

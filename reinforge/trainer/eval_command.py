@@ -23,7 +23,9 @@ from rich.table import Table
 
 from reinforge.config import Config, ConfigError, dump_config
 from reinforge.engines.torch_engine import TorchEngine
-from reinforge.envs.single_turn import PromptFormatError, SingleTurnEnv
+from reinforge.envs.factory import build_env, check_env_config
+from reinforge.envs.single_turn import PromptFormatError
+from reinforge.trainer.rl_loop import episode_token_budget
 from reinforge.models.loading import ModelLoadError, check_model_dir, load_model_and_tokenizer
 from reinforge.tasks.registry import check_task_config, load_tasks
 from reinforge.trainer.eval_metrics import summarize
@@ -47,6 +49,7 @@ def default_output_dir() -> Path:
 def check_eval_config(cfg: Config, output: Path) -> None:
     """What can fail before loading the model: the task section, the model path, the output."""
     check_task_config(cfg.task)
+    check_env_config(cfg)
     if cfg.model.path is None:
         raise ConfigError("model.path: reinforge eval needs --model DIR, a local Hugging Face model directory")
     try:
@@ -119,8 +122,8 @@ def run_eval(cfg: Config, output: Path | None = None, k_values: Sequence[int] | 
     if not tasks:
         raise ConfigError(f"task source {cfg.task.source!r} produced no held-out tasks; raise task.eval_size")
     model, tokenizer = load_model_and_tokenizer(cfg.model.path)
+    env = build_env(cfg, tokenizer)
     try:
-        env = SingleTurnEnv(tokenizer, cfg.rollout.prompt_format)
         env.prompt_ids(tasks[0])  # a chat prompt under raw format fails here, not mid-batch
     except PromptFormatError as err:
         raise ConfigError(f"rollout.prompt_format: {err}") from None
@@ -129,8 +132,8 @@ def run_eval(cfg: Config, output: Path | None = None, k_values: Sequence[int] | 
     max_new_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
     start = time.perf_counter()
     metrics, records = evaluate(
-        engine, env, tasks, max_new_tokens, (tokenizer.eos_token_id,), samples, cfg.rollout.temperature,
-        seed=cfg.trainer.seed,
+        engine, env, tasks, max_new_tokens, samples, cfg.rollout.temperature, seed=cfg.trainer.seed,
+        max_episode_tokens=episode_token_budget(cfg, model),
     )
     seconds = time.perf_counter() - start
 

@@ -14,7 +14,7 @@ import torch
 
 from reinforge.config import Config, dump_config
 from reinforge.engines.torch_engine import TorchEngine
-from reinforge.envs.single_turn import SingleTurnEnv
+from reinforge.envs.factory import build_env
 from reinforge.learner.critic_learner import CriticLearner
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
@@ -25,11 +25,11 @@ from reinforge.models.value_model import ValueModel
 from reinforge.rewards.builtin import build_component
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.tasks.registry import load_tasks
-from reinforge.tasks.task import TaskSplits
+from reinforge.tasks.task import TaskSplits, task_text
 from reinforge.telemetry import MetricsLogger, print_summary, reward_curve_summary, time_split
 from reinforge.telemetry.wandb_sink import wandb_available
 from reinforge.trainer.preflight import check_prompt_lengths, preflight
-from reinforge.trainer.rl_loop import RLComponents, RLResult, run_rl
+from reinforge.trainer.rl_loop import RLComponents, RLResult, episode_token_budget, run_rl
 from reinforge.trainer import checkpoint as ckpt
 from reinforge.trainer.evaluation import evaluate
 from reinforge.trainer.graceful_stop import GracefulStop
@@ -56,7 +56,7 @@ def build_policy(cfg: Config, tasks: TaskSplits):
     """The user's local HF model, or a tokenizer + tiny Llama built here from the task texts."""
     if cfg.model.path is not None:
         return load_model_and_tokenizer(cfg.model.path)
-    texts = [(t.prompt if isinstance(t.prompt, str) else " ".join(m["content"] for m in t.prompt)) + " " + t.sft_target for t in tasks.train[:5000]]
+    texts = [task_text(t) for t in tasks.train[:5000]]
     tokenizer = train_tokenizer(texts, cfg.model.vocab_size)
     model = build_tiny_llama(tokenizer, cfg.model.preset, cfg.model.max_positions, seed=cfg.trainer.seed)
     return model, tokenizer
@@ -90,23 +90,38 @@ def build_critic(cfg: Config, model, tokenizer) -> CriticLearner | None:
     )
 
 
+def build_engine(cfg: Config, model, pad_token_id: int):
+    """The in-process TorchEngine, or `workers.workers` Ray actors behind the same Engine protocol."""
+    w = cfg.workers
+    if w.workers > 0:
+        from reinforge.distributed.ray_engine import RayEngine  # Ray is optional: imported only here
+
+        return RayEngine(
+            model, pad_token_id, w.workers, dtype=cfg.rollout.engine_dtype,
+            timeout_s=w.timeout_s, address=w.address, cpus_per_worker=w.cpus_per_worker,
+        )
+    return TorchEngine(model, pad_token_id, dtype=cfg.rollout.engine_dtype)
+
+
 def build_scorer(cfg: Config) -> RewardScorer:
+    reward, w = cfg.reward, cfg.workers
+    limits = dict(
+        timeout_s=reward.timeout_s, max_error_fraction=reward.max_error_fraction, workers=reward.workers,
+        combine=reward.combine, gates=reward.gates, clip=reward.clip, fallback=reward.fallback, cache=reward.cache,
+    )
+    if w.reward_workers > 0:  # the same scorer; the reward functions' calls run in Ray actors
+        from reinforge.distributed.ray_rewards import build_ray_scorer
+
+        return build_ray_scorer(
+            [(c.name, c.fn, c.weight, c.params) for c in reward.components], w.reward_workers,
+            call_timeout_s=reward.timeout_s, start_timeout_s=w.timeout_s, address=w.address,
+            cpus_per_worker=w.cpus_per_worker, **limits,
+        )
     components = []
-    for c in cfg.reward.components:
+    for c in reward.components:
         fn, group = build_component(c.fn, c.params)
         components.append(NamedReward(c.name, fn, c.weight, group=group))
-    reward = cfg.reward
-    return RewardScorer(
-        components,
-        reward.timeout_s,
-        reward.max_error_fraction,
-        workers=reward.workers,
-        combine=reward.combine,
-        gates=reward.gates,
-        clip=reward.clip,
-        fallback=reward.fallback,
-        cache=reward.cache,
-    )
+    return RewardScorer(components, **limits)
 
 
 def start_run(cfg: Config, resuming: bool = False) -> Path:
@@ -133,8 +148,7 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
         if resume:  # killed before its first checkpoint: start over, exactly as the first time
             ckpt.truncate_logs(run_dir, dict.fromkeys(ckpt.LOG_FILES, 0))
         model, tokenizer = build_policy(cfg, tasks)
-    env = SingleTurnEnv(tokenizer, cfg.rollout.prompt_format)
-    stop_ids = (tokenizer.eos_token_id,)
+    env = build_env(cfg, tokenizer)
     budget = max(cfg.rollout.max_new_tokens, cfg.eval.max_new_tokens or 0)
     check_prompt_lengths([len(env.prompt_ids(t)) for t in tasks.train + tasks.eval], budget, model.config.max_position_embeddings)
 
@@ -148,21 +162,22 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
 
         scorer = build_scorer(cfg)
         parts = RLComponents(
-            engine=TorchEngine(model, tokenizer.pad_token_id, dtype=cfg.rollout.engine_dtype),
+            engine=build_engine(cfg, model, tokenizer.pad_token_id),
             env=env,
             learner=PolicyLearner(
                 model, cfg.algo.lr, cfg.algo.weight_decay, cfg.algo.max_grad_norm,
                 cfg.algo.micro_batch_size, cfg.algo.bf16_autocast, cfg.rollout.temperature,
-                max_response_tokens=cfg.rollout.max_new_tokens, entropy_grad=cfg.algo.entropy_coef > 0,
+                max_response_tokens=cfg.rollout.max_new_tokens * env.max_turns, entropy_grad=cfg.algo.entropy_coef > 0,
             ),
             scorer=scorer,
             reference=build_reference(cfg, model),
             critic=build_critic(cfg, model, tokenizer),
         )
         try:
-            result = run_rl(parts, tasks, cfg, stop_ids, logger, run_dir, resume_state=state, stop=stop)
+            result = run_rl(parts, tasks, cfg, logger, run_dir, resume_state=state, stop=stop)
         finally:
             scorer.close()
+            getattr(parts.engine, "close", lambda: None)()  # Ray workers; the in-process engine has none
         save_model(model, tokenizer, run_dir / "final")
 
     before, after = result.evals[0], result.evals[-1]
@@ -173,6 +188,11 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
         ("greedy accuracy, warm start", f"{before['accuracy']:.1%}"),
         ("greedy accuracy, after RL", f"{after['accuracy']:.1%}  ({after['accuracy'] - before['accuracy']:+.1%})"),
         (f"mean@{k}, warm start -> after RL", f"{before[f'mean@{k}']:.1%} -> {after[f'mean@{k}']:.1%}"),
+        *[
+            (f"{name}, warm start -> after RL", f"{before[key]:.1%} -> {after[key]:.1%}")
+            for key, name in (("tool_call_rate", "tool-call rate"), ("valid_call_rate", "valid-call rate"))
+            if key in before
+        ],
         ("reward, first 10% of steps", f"{curve['first_10pct_mean']:.3f}"),
         ("reward, last 10% of steps", f"{curve['last_10pct_mean']:.3f}"),
         ("reward, best 10-step average", f"{curve['max_moving_avg_10']:.3f}"),
@@ -189,13 +209,14 @@ def run_sft_stage(cfg: Config) -> Path:
     run_dir = start_run(cfg)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
     model, tokenizer = build_policy(cfg, tasks)
-    env = SingleTurnEnv(tokenizer, cfg.rollout.prompt_format)
+    env = build_env(cfg, tokenizer)
     with open_logger(cfg, run_dir) as logger:
         losses = run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress)
         engine = TorchEngine(model, tokenizer.pad_token_id)
         metrics, _ = evaluate(
             engine, env, tasks.eval, cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
-            (tokenizer.eos_token_id,), cfg.eval.samples, cfg.rollout.temperature, seed=cfg.trainer.seed,
+            cfg.eval.samples, cfg.rollout.temperature, seed=cfg.trainer.seed,
+            max_episode_tokens=episode_token_budget(cfg, model),
         )
         logger.log(cfg.sft.steps, metrics, stage="eval")
     out = save_model(model, tokenizer, run_dir / "warm_start")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from reinforge.algos.advantages import get_estimator
@@ -10,6 +11,9 @@ from reinforge.algos.losses.aggregation import AGGREGATIONS
 from reinforge.algos.losses.policy import REQUIRED_AGGREGATION, get_policy_loss
 from reinforge.algos.losses.value import get_value_loss
 from reinforge.config import Config, ConfigError
+from reinforge.distributed.ray_cluster import INSTALL_HINT, ray_available
+from reinforge.engines.torch_engine import MAX_BATCH_SIZE
+from reinforge.envs.factory import check_env_config
 from reinforge.models.loading import ModelLoadError, check_model_dir
 from reinforge.models.tiny_llama import PRESETS
 from reinforge.rewards.builtin import build_component
@@ -20,6 +24,7 @@ from reinforge.telemetry.wandb_sink import wandb_available
 def preflight(cfg: Config, resuming: bool = False) -> None:
     """Raise ConfigError naming the key and the fix for every config that cannot run."""
     check_task_config(cfg.task)
+    check_env_config(cfg)
 
     try:
         estimator = get_estimator(cfg.algo.advantage)
@@ -31,6 +36,7 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
             f"samples within a group and needs group_size >= {estimator.min_group_size}"
         )
     check_algorithm(cfg)
+    check_schedule(cfg)
     samples = cfg.rollout.prompts_per_step * cfg.rollout.group_size
     if samples % cfg.algo.mini_batches:
         raise ConfigError(
@@ -70,6 +76,9 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
     if cfg.model.path is None and cfg.model.preset not in PRESETS:
         raise ConfigError(f"model.preset: unknown preset {cfg.model.preset!r}; valid: {', '.join(PRESETS)}")
 
+    for key in ("workers", "reward_workers"):
+        if getattr(cfg.workers, key) > 0 and not ray_available():
+            raise ConfigError(f"workers.{key}={getattr(cfg.workers, key)} runs workers on Ray, which is not installed: {INSTALL_HINT}")
     if cfg.telemetry.wandb == "on" and not wandb_available():
         raise ConfigError("telemetry.wandb=on but the wandb package is not installed: `pip install wandb`, or use auto/off")
     if cfg.trainer.output_dir is not None and not resuming:
@@ -114,6 +123,39 @@ def check_algorithm(cfg: Config) -> None:
         raise ConfigError("algo.kl_in_reward=true has no effect with algo.kl_coef=0; set a KL coefficient")
     if algo.ref_reset_every and not (algo.kl_coef > 0 or algo.ace_alpha > 0):
         raise ConfigError("algo.ref_reset_every needs a reference model, which only algo.kl_coef > 0 or algo.ace_alpha > 0 loads")
+
+
+def check_schedule(cfg: Config) -> None:
+    """Async and partial rollouts train on tokens from older weights; what they need, and refuse."""
+    t = cfg.trainer
+    off_policy = (t.schedule == "async" and t.max_staleness > 0) or t.partial_rollouts
+    if off_policy and cfg.algo.tis_cap is None:
+        what = "trainer.partial_rollouts=true" if t.partial_rollouts else f"trainer.schedule=async with trainer.max_staleness={t.max_staleness}"
+        raise ConfigError(
+            f"{what} trains on tokens sampled by older weights: set algo.tis_cap (e.g. 2.0) for the decoupled-PPO "
+            "importance correction against the behaviour log-probs"
+        )
+    if t.schedule == "async" and t.max_staleness > 0 and cfg.workers.workers > 0:
+        raise ConfigError(
+            f"trainer.schedule=async samples in-process from its own weight snapshot; it does not drive Ray rollout "
+            f"workers yet (workers.workers={cfg.workers.workers}): use workers.workers=0 or trainer.schedule=sync"
+        )
+    if not t.partial_rollouts:
+        return
+    if t.max_staleness < 1:
+        raise ConfigError("trainer.partial_rollouts=true resumes unfinished responses with the next weights, which needs trainer.max_staleness >= 1")
+    if cfg.env.type != "single_turn":
+        raise ConfigError(f"trainer.partial_rollouts=true supports single-turn episodes only (env.type={cfg.env.type})")
+    if cfg.algo.dynamic_sampling:
+        raise ConfigError("trainer.partial_rollouts=true and algo.dynamic_sampling=true both decide which groups a step keeps; use one of them")
+    if cfg.workers.workers > 0:
+        raise ConfigError(f"trainer.partial_rollouts=true needs an engine that can stop mid-batch; Ray rollout workers (workers.workers={cfg.workers.workers}) cannot yet")
+    rows = math.ceil(t.overprovision * cfg.rollout.prompts_per_step) * cfg.rollout.group_size
+    if rows > MAX_BATCH_SIZE:
+        raise ConfigError(
+            f"trainer.partial_rollouts=true samples all {rows} rows in flight (trainer.overprovision x rollout.prompts_per_step "
+            f"x rollout.group_size) in one engine batch, at most {MAX_BATCH_SIZE}; lower one of them"
+        )
 
 
 def check_prompt_lengths(prompt_lengths: list[int], max_new_tokens: int, context: int | None) -> None:

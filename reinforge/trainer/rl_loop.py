@@ -1,10 +1,14 @@
-"""The synchronous RL loop: sample groups, score, estimate advantages, update, evaluate.
+"""The RL loop: sample groups, score, estimate advantages, update, evaluate.
 
 Each step: the engine samples `group_size` responses for each of `prompts_per_step` tasks with
 policy version v (more rounds under dynamic sampling); rewards are scored; the batch gets its
 reference log-probs, values and advantages; the learner takes `epochs x mini_batches` optimizer
 steps (the critic one step per mini-batch); the engine syncs to the new version. The loop does
 not know which estimator or loss it runs: they come by name from the config.
+
+Which weights sample a step's batch, and when, is the schedule's business
+(`reinforge.trainer.rollout_schedule`): sync as above, or async, where a producer thread samples
+later steps with weights up to `trainer.max_staleness` versions old while the learner trains.
 """
 
 from __future__ import annotations
@@ -19,17 +23,18 @@ import torch
 from reinforge.algos.advantages import get_estimator
 from reinforge.config import Config
 from reinforge.engines.base import Engine, SamplingParams
-from reinforge.envs.single_turn import SingleTurnEnv
+from reinforge.envs.base import Env
 from reinforge.learner.critic_learner import CriticLearner
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.rewards.scorer import RewardScorer
+from reinforge.rollout.episode_metrics import episode_metrics
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import TaskSplits
 from reinforge.telemetry import MetricsLogger, ProgressDisplay
 from reinforge.trainer import checkpoint as ckpt
 from reinforge.trainer.advantage_step import prepare_batch
-from reinforge.trainer.collect import collect_groups
+from reinforge.trainer.rollout_schedule import make_schedule, staleness_metrics
 from reinforge.trainer.evaluation import evaluate
 from reinforge.trainer.graceful_stop import GracefulStop
 from reinforge.trainer.run_errors import RunInterrupted
@@ -42,7 +47,7 @@ PHASES = ("rollout", "reward", "prepare", "update", "eval")
 @dataclass
 class RLComponents:
     engine: Engine
-    env: SingleTurnEnv
+    env: Env
     learner: PolicyLearner
     scorer: RewardScorer
     reference: ReferenceModel | None = None
@@ -57,12 +62,20 @@ class RLResult:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
 
 
+def episode_token_budget(cfg: Config, model) -> int | None:
+    """Multi-turn episodes stop at env.max_episode_tokens, or at the model's context."""
+    if cfg.env.type == "single_turn":
+        return None
+    return cfg.env.max_episode_tokens or getattr(model.config, "max_position_embeddings", None)
+
+
 def sampling_params(cfg: Config, stop_token_ids: tuple[int, ...]) -> SamplingParams:
     r = cfg.rollout
     return SamplingParams(r.max_new_tokens, r.temperature, r.top_p, r.top_k, stop_token_ids)
 
 
 def trajectory_record(step: int, trajectory: Trajectory, prompt_text) -> dict:
+    extra = {"turns": trajectory.transcript, "stats": trajectory.stats} if trajectory.transcript else {}
     return {
         "step": step,
         "task_id": trajectory.task_id,
@@ -75,6 +88,7 @@ def trajectory_record(step: int, trajectory: Trajectory, prompt_text) -> dict:
         "policy_version": trajectory.policy_version,
         "num_tokens": trajectory.num_sampled_tokens,
         "errors": trajectory.errors,
+        **extra,
     }
 
 
@@ -115,7 +129,6 @@ def run_rl(
     parts: RLComponents,
     tasks: TaskSplits,
     cfg: Config,
-    stop_token_ids: tuple[int, ...],
     logger: MetricsLogger,
     run_dir: Path,
     resume_state: dict | None = None,
@@ -126,7 +139,8 @@ def run_rl(
     stop = stop or GracefulStop()
     algo = cfg.algo
     estimator = get_estimator(algo.advantage)
-    params = sampling_params(cfg, stop_token_ids)
+    params = sampling_params(cfg, parts.env.stop_token_ids)
+    max_episode_tokens = episode_token_budget(cfg, parts.learner.model)
     loss_fn = make_policy_objective(algo)
     reward_weights = {c.name: c.weight for c in cfg.reward.components}
     sampler = TaskSampler(tasks.train, seed=cfg.trainer.seed)
@@ -138,8 +152,8 @@ def run_rl(
     def run_eval(step: int) -> dict[str, float]:
         start = time.perf_counter()
         metrics, records = evaluate(
-            parts.engine, parts.env, tasks.eval, eval_max_new, stop_token_ids,
-            cfg.eval.samples, cfg.rollout.temperature, seed=cfg.trainer.seed + 10_000 + step,
+            parts.engine, parts.env, tasks.eval, eval_max_new, cfg.eval.samples, cfg.rollout.temperature,
+            seed=cfg.trainer.seed + 10_000 + step, max_episode_tokens=max_episode_tokens,
         )
         with open(run_dir / "eval_samples.jsonl", "a") as eval_file:  # read by `reinforge report`
             eval_file.writelines(json.dumps({"step": step, **r}, default=str) + "\n" for r in records)
@@ -153,24 +167,29 @@ def run_rl(
         result = restore_loop_state(resume_state, parts, sampler, shuffle)
         first_step = resume_state["step"] + 1
     parts.engine.sync_weights(parts.learner.version)
+    schedule = make_schedule(  # sync, or async with bounded staleness (trainer.schedule)
+        cfg, parts.engine, parts.env, parts.learner, parts.scorer, sampler, params, max_episode_tokens, first_step
+    )
+    if resume_state is not None:
+        schedule.load_state_dict(resume_state.get("schedule"))
+    updates_per_step = algo.epochs * algo.mini_batches
 
     def save(step: int) -> Path:
-        state = loop_state(parts, sampler, shuffle, result)
+        schedule_state = schedule.state_dict()  # first: an async schedule drains, moving the sampler on
+        state = {**loop_state(parts, sampler, shuffle, result), "schedule": schedule_state}
         return ckpt.save_checkpoint(run_dir, step, parts.learner.model, parts.env.tokenizer, state, cfg.trainer.keep_checkpoints)
 
     every = cfg.trainer.checkpoint_every
     with open(run_dir / "samples.jsonl", "a") as samples_file, ProgressDisplay(
         cfg.trainer.steps, "RL", enabled=cfg.telemetry.progress
-    ) as progress:
+    ) as progress, schedule:
         if resume_state is None:
             progress.update(0, run_eval(0))
         for step in range(first_step, cfg.trainer.steps + 1):
-            collected = collect_groups(
-                parts.engine, parts.env, parts.scorer, sampler, cfg.rollout.prompts_per_step,
-                cfg.rollout.group_size, params, seed=cfg.trainer.seed * 1_000_003 + step,
-                dynamic_sampling=algo.dynamic_sampling, max_rounds=algo.max_sampling_rounds,
-            )
+            scheduled = schedule.collect(step)
+            collected = scheduled.collected
             trajectories = collected.trajectories
+            staleness = staleness_metrics(trajectories, parts.learner.version, updates_per_step, schedule.max_staleness)
             t0 = time.perf_counter()
             batch, prepare_metrics = prepare_batch(
                 trajectories, algo, estimator, reward_weights, pad, parts.learner, parts.reference, parts.critic
@@ -184,7 +203,7 @@ def run_rl(
                     update_metrics = parts.learner.train_step(mini, loss_fn)
                     if parts.critic is not None:
                         update_metrics.update(parts.critic.train_step(mini, mini.returns, mini.old_values))
-            parts.engine.sync_weights(parts.learner.version)
+            schedule.publish(step, parts.learner)
             if parts.reference is not None and algo.ref_reset_every and step % algo.ref_reset_every == 0:
                 parts.reference.reset_to(parts.learner.model)
             t2 = time.perf_counter()
@@ -194,9 +213,9 @@ def run_rl(
                 result.seconds[key] += seconds
             sampled_tokens = sum(t.num_sampled_tokens for t in trajectories)
             metrics = {
-                **collected.reward_metrics, **prepare_metrics, **update_metrics,
+                **collected.reward_metrics, **prepare_metrics, **update_metrics, **staleness, **scheduled.metrics,
                 "response_length": sampled_tokens / len(trajectories),
-                "stop_frac": sum(t.finish_reason == "stop" for t in trajectories) / len(trajectories),
+                **episode_metrics(trajectories),
                 "tokens_per_s": sampled_tokens / max(collected.rollout_seconds, 1e-9),
                 "step_seconds": sum(phases.values()),
                 "policy_version": float(parts.learner.version),

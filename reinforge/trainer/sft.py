@@ -1,7 +1,8 @@
 """Supervised warm-up: next-token cross-entropy on each task's worked completion.
 
-Only completion tokens are trained (the prompt is context), and each example is tokenized the
-way RL will see it: prompt ids from the env, then the completion and end-of-sequence token.
+Only the policy's tokens are trained (prompt and env observations are context), and each example
+is tokenized by the env the way RL will see it: for a multi-turn demonstration, the assistant
+turns closed by the end-of-turn token, with the tool results between them as observations.
 """
 
 from __future__ import annotations
@@ -14,28 +15,23 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel
 
 from reinforge.config import SFTConfig
-from reinforge.envs.single_turn import SingleTurnEnv
+from reinforge.envs.base import Env
 from reinforge.tasks.task import Task
 from reinforge.telemetry import MetricsLogger, ProgressDisplay
 from reinforge.trainer.graceful_stop import GracefulStop
 from reinforge.trainer.run_errors import RunInterrupted
 
 
-def sft_example(env: SingleTurnEnv, task: Task) -> tuple[list[int], int]:
-    """(token ids, prompt length)."""
-    prompt = env.prompt_ids(task)
-    return prompt + env.response_ids(task.sft_target), len(prompt)
-
-
-def sft_batch(examples: list[tuple[list[int], int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def sft_batch(examples: list[tuple[list[int], list[bool]]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded (input ids, attention mask, target mask) from (ids, trained-token mask) pairs."""
     width = max(len(ids) for ids, _ in examples)
     input_ids = torch.full((len(examples), width), pad_token_id, dtype=torch.long)
     attention_mask = torch.zeros_like(input_ids)
     target_mask = torch.zeros_like(input_ids, dtype=torch.bool)
-    for row, (ids, prompt_len) in enumerate(examples):
+    for row, (ids, trained) in enumerate(examples):
         input_ids[row, : len(ids)] = torch.tensor(ids)
         attention_mask[row, : len(ids)] = 1
-        target_mask[row, prompt_len : len(ids)] = True
+        target_mask[row, : len(ids)] = torch.tensor(trained)
     return input_ids, attention_mask, target_mask
 
 
@@ -55,7 +51,7 @@ def warmup_cosine(step: int, warmup: int, total: int) -> float:
 
 def run_sft(
     model: PreTrainedModel,
-    env: SingleTurnEnv,
+    env: Env,
     tasks: list[Task],
     cfg: SFTConfig,
     seed: int,
@@ -71,7 +67,7 @@ def run_sft(
         return []
     if not tasks:
         raise ValueError("supervised warm-up needs training tasks")
-    examples = [sft_example(env, task) for task in tasks]
+    examples = [env.sft_example(task) for task in tasks]
     pad = env.tokenizer.pad_token_id
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, cfg.warmup_steps, cfg.steps))

@@ -58,6 +58,7 @@ def test_every_estimator_runs_on_one_batch() -> None:
         rewards=torch.tensor([1.0, 0.0, 0.0, 1.0]), group_ids=torch.tensor([3, 3, 8, 8]), mask=mask,
         reward_components={"correct": torch.tensor([1.0, 0.0, 0.0, 1.0])}, reward_weights={"correct": 1.0},
         values=torch.full((4, 3), 0.5), pass_k=2,
+        turn_index=torch.where(mask, 0, -1), turn_counts=torch.ones(4, dtype=torch.long),  # one turn each
     )
     for name, spec in ADVANTAGE_ESTIMATORS.items():
         out = spec.fn(inputs)

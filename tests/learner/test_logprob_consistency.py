@@ -16,7 +16,7 @@ from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.single_turn import SingleTurnEnv
 from reinforge.learner.batch import collate
 from reinforge.learner.logprobs import token_logprobs
-from reinforge.rollout.single_turn import rollout_groups
+from reinforge.rollout.episodes import rollout_groups
 from reinforge.tasks.task import Task
 
 TEXTS = ["1+2=", "35+7=", "123+456=", "9=", "80+801="]

@@ -9,6 +9,7 @@ import pytest
 
 from reinforge.cli import main
 from reinforge.engines.base import Generation
+from reinforge.envs.single_turn import SingleTurnEnv
 from reinforge.models.loading import save_model
 from reinforge.tasks.arithmetic import make_task
 from reinforge.tasks.task import Task
@@ -16,8 +17,11 @@ from reinforge.trainer.eval_command import default_k_values, format_metric
 from reinforge.trainer.evaluation import evaluate
 
 
-class CharEnv:
+class CharEnv(SingleTurnEnv):
     """Prompt ids are the task's index; responses are text encoded one code point per token."""
+
+    max_turns = 1
+    stop_token_ids = ()
 
     def __init__(self, tasks: list[Task]):
         self.index = {t.id: i for i, t in enumerate(tasks)}
@@ -61,7 +65,7 @@ def test_evaluate_reports_pass_at_k_per_family_accuracy_and_sample_correctness()
         greedy=["32", "21", "15", "no"],
         samples=[["32", "22", "1"], ["21", "21", "20"], ["15", "15", "15"], ["yes", "no", "no"]],
     )
-    metrics, records = evaluate(engine, CharEnv(tasks), tasks, 8, (), samples=3, temperature=1.0)
+    metrics, records = evaluate(engine, CharEnv(tasks), tasks, 8, samples=3, temperature=1.0)
 
     assert engine.calls == 2  # one greedy batch, one sampled batch
     assert metrics["accuracy"] == pytest.approx(2 / 4)

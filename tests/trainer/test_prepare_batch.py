@@ -24,7 +24,7 @@ from reinforge.learner.critic_learner import CriticLearner
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.models.value_model import ValueModel
-from reinforge.rollout.single_turn import rollout_groups
+from reinforge.rollout.episodes import rollout_groups
 from reinforge.tasks.task import Task
 from reinforge.trainer.advantage_step import prepare_batch
 

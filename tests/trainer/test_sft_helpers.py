@@ -10,7 +10,7 @@ import torch
 
 from reinforge.envs.single_turn import SingleTurnEnv
 from reinforge.tasks.task import Task
-from reinforge.trainer.sft import sft_batch, sft_example, warmup_cosine
+from reinforge.trainer.sft import sft_batch, warmup_cosine
 from reinforge.trainer.task_sampler import TaskSampler
 
 
@@ -43,7 +43,8 @@ def test_warmup_cosine_without_warmup_and_monotone_decay() -> None:
 
 
 def test_sft_batch_masks_by_hand() -> None:
-    examples = [([5, 6, 7, 8, 9], 2), ([1, 2, 3], 1), ([4, 4], 2)]  # the last has no completion
+    F, T = False, True
+    examples = [([5, 6, 7, 8, 9], [F, F, T, T, T]), ([1, 2, 3], [F, T, T]), ([4, 4], [F, F])]  # the last trains nothing
     input_ids, attention, target = sft_batch(examples, pad_token_id=0)
     assert input_ids.tolist() == [[5, 6, 7, 8, 9], [1, 2, 3, 0, 0], [4, 4, 0, 0, 0]]
     assert attention.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 0, 0, 0]]
@@ -61,14 +62,14 @@ def test_sft_target_mask_covers_exactly_the_completion(tokenizer) -> None:
         Task(id="a", prompt="12+30=", answer="42"),
         Task(id="b", prompt="1+2=", answer="3", demonstration="<answer>3</answer>"),
     ]
-    examples = [sft_example(env, t) for t in tasks]
+    examples = [env.sft_example(t) for t in tasks]
     input_ids, attention, target = sft_batch(examples, tokenizer.pad_token_id)
     for row, task in enumerate(tasks):
         ids = input_ids[row][target[row]].tolist()
         # the trained tokens are the completion and <eos>, nothing of the prompt, no padding
         assert ids == tokenizer(task.sft_target, add_special_tokens=False).input_ids + [tokenizer.eos_token_id]
         assert tokenizer.decode(ids, skip_special_tokens=True) == task.sft_target
-        prompt_len = examples[row][1]
+        prompt_len = examples[row][1].index(True)
         assert input_ids[row][:prompt_len].tolist() == tokenizer(task.prompt).input_ids
         assert not target[row][:prompt_len].any()
         assert int(attention[row].sum()) == len(examples[row][0])

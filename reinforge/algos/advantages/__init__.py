@@ -25,13 +25,15 @@ class EstimatorSpec:
     min_group_size: int  # validated against rollout.group_size before any compute
     needs_critic: bool  # the trainer must provide inputs.values (a value model)
     token_rewards: bool = False  # uses inputs.token_rewards (a per-token KL reward) itself
+    turn_level: bool = False  # uses inputs.turn_rewards / turn_index (multi-turn credit assignment)
 
 
 ADVANTAGE_ESTIMATORS: dict[str, EstimatorSpec] = {}
 
 
 def register_advantage(
-    name: str, *, min_group_size: int = 1, needs_critic: bool = False, token_rewards: bool = False
+    name: str, *, min_group_size: int = 1, needs_critic: bool = False, token_rewards: bool = False,
+    turn_level: bool = False,
 ) -> Callable[[Estimator], Estimator]:
     """Register `fn` under `name`; the function itself is returned unchanged."""
     if min_group_size < 1:
@@ -42,7 +44,7 @@ def register_advantage(
         # Re-importing the same module (e.g. importlib.reload) re-registers the same function: allowed.
         if existing is not None and (existing.fn.__module__, existing.fn.__qualname__) != (fn.__module__, fn.__qualname__):
             raise ValueError(f"advantage estimator {name!r} is already registered by {existing.fn.__module__}")
-        ADVANTAGE_ESTIMATORS[name] = EstimatorSpec(name, fn, min_group_size, needs_critic, token_rewards)
+        ADVANTAGE_ESTIMATORS[name] = EstimatorSpec(name, fn, min_group_size, needs_critic, token_rewards, turn_level)
         return fn
 
     return decorator
@@ -63,5 +65,6 @@ from reinforge.algos.advantages import (  # noqa: E402,F401
     pass_at_k,
     reinforce_pp,
     rloo,
+    turn_rloo,
 )
 from reinforge.algos.advantages.grpo import group_normalized_advantages  # noqa: E402,F401

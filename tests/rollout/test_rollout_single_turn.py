@@ -7,7 +7,7 @@ import pytest
 from reinforge.engines.base import Generation, SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.single_turn import SingleTurnEnv
-from reinforge.rollout.single_turn import rollout_groups
+from reinforge.rollout.episodes import rollout_groups
 from reinforge.tasks.task import Task
 
 TASKS = [Task(id="a", prompt="1+2=", answer="3"), Task(id="b", prompt="35+7=", answer="42"), Task(id="c", prompt="9=", answer="9")]

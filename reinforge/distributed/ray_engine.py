@@ -1,0 +1,311 @@
+"""The Engine protocol served by N Ray actors, each a `TorchEngine` over its own copy of the model.
+
+`generate` splits the batch into N contiguous shards (sizes differ by at most one; a batch smaller
+than N uses fewer workers), samples them in parallel and concatenates the results in prompt order.
+Shard i is sampled with its own seed: shard 0 takes `seed` itself, shard i > 0 a seed derived from
+(`seed`, i). So a result is deterministic given (`seed`, N), and with N = 1 it is exactly the
+in-process `TorchEngine`'s; with N > 1 the random streams differ from the in-process engine's,
+so samples differ (their distribution does not).
+
+Weights are versioned and verified. `sync_weights(version)` reads the learner model's current
+state_dict (the engine holds a reference to that model, like `TorchEngine`), puts it once in the
+object store and has every worker load it; each worker echoes `(version, checksum of the weights
+it now holds)`, and a wrong version or checksum raises `WeightSyncError`. Every generation carries
+the version that sampled it, and a generation from another version is refused too.
+
+Nothing hangs: every wait on a worker has a deadline (`timeout_s`); a worker still busy then is
+killed and the call raises `WorkerTimeoutError`. A worker that dies (killed, out of memory, node
+lost) is replaced once: a new actor is started, given the current weights and retried on the
+shard it lost; if the replacement fails too, the call raises `WorkerError` naming the worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel
+
+from reinforge.distributed.ray_cluster import import_ray, start_ray
+from reinforge.engines.base import Generation, SamplingParams
+from reinforge.engines.torch_engine import TorchEngine
+
+log = logging.getLogger(__name__)
+
+LOGS_HINT = "its log is under /tmp/ray/session_latest/logs (worker-*.err); `ray status` shows the cluster"
+
+
+class WorkerError(RuntimeError):
+    """A Ray worker failed in a way the engine could not recover from."""
+
+
+class WorkerTimeoutError(WorkerError):
+    """A Ray worker did not answer within `timeout_s`."""
+
+
+class WeightSyncError(WorkerError):
+    """A worker holds other weights (version or checksum) than the learner sent."""
+
+
+def state_checksum(state: dict[str, torch.Tensor]) -> str:
+    """BLAKE2b over every tensor's name, dtype, shape and bytes, in state_dict order."""
+    digest = hashlib.blake2b(digest_size=16)
+    for name, tensor in state.items():
+        t = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy().data)
+    return digest.hexdigest()
+
+
+def shard_bounds(n: int, workers: int) -> list[tuple[int, int]]:
+    """Contiguous [start, end) shards of n items over at most `workers` shards, none empty."""
+    shards = min(n, workers)
+    base, extra = divmod(n, shards) if shards else (0, 0)
+    bounds, start = [], 0
+    for i in range(shards):
+        end = start + base + (1 if i < extra else 0)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def shard_seed(seed: int | None, shard: int) -> int | None:
+    """Shard 0 keeps `seed` (so one worker reproduces TorchEngine); others get a derived seed."""
+    if seed is None or shard == 0:
+        return seed
+    digest = hashlib.blake2b(f"{seed}:{shard}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1  # torch.manual_seed takes < 2**63
+
+
+class EngineWorker:
+    """The actor body: a TorchEngine over a model rebuilt from the learner's config."""
+
+    def __init__(self, config: Any, param_dtype: torch.dtype, pad_token_id: int, dtype: str, max_batch_size: int, fused: bool, threads: int):
+        from transformers import AutoModelForCausalLM
+
+        torch.set_num_threads(threads)
+        model = AutoModelForCausalLM.from_config(config).to(param_dtype).eval()
+        self.engine = TorchEngine(model, pad_token_id, dtype=dtype, max_batch_size=max_batch_size, fused=fused)
+
+    def load_weights(self, state: dict[str, torch.Tensor], version: int) -> tuple[int, str]:
+        self.engine.model.load_state_dict(state)
+        self.engine.sync_weights(version)
+        return version, state_checksum(self.engine.model.state_dict())
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int | None) -> list[Generation]:
+        return self.engine.generate(prompts, params, seed=seed)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class RayEngine:
+    """`num_workers` Ray actors behind the Engine protocol; see the module docstring."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        pad_token_id: int,
+        num_workers: int,
+        dtype: str = "float32",
+        max_batch_size: int = 512,
+        fused: bool = True,
+        timeout_s: float = 300.0,
+        address: str | None = None,
+        cpus_per_worker: float = 1.0,
+    ):
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        self.ray = import_ray()
+        start_ray(address)
+        self.model = model
+        self.num_workers = num_workers
+        self.timeout_s = float(timeout_s)
+        self.cpus_per_worker = cpus_per_worker
+        self.policy_version = 0
+        self.replacements = 0  # workers replaced after dying, over the engine's life
+        self._worker_args = (
+            model.config, next(model.parameters()).dtype, pad_token_id, dtype, max_batch_size, fused, max(1, int(cpus_per_worker))
+        )
+        self._actor_class = self.ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(EngineWorker)
+        self._weights: Any = None  # ObjectRef of the current version's state_dict (kept for replacements)
+        self._checksum = ""
+        self._version_sent = 0
+        self._needs_weights: set[int] = set()  # fresh actors (after a timeout) not yet given the weights
+        self._actors: list[Any] = [self._spawn() for _ in range(num_workers)]
+        try:
+            self.sync_weights(0)
+        except BaseException:
+            self.close()  # no half-started workers left holding CPUs
+            raise
+
+    # ------------------------------------------------------------------ the Engine protocol
+
+    def sync_weights(self, version: int) -> None:
+        state = {name: tensor.detach().cpu() for name, tensor in self.model.state_dict().items()}
+        self._checksum = state_checksum(state)
+        self._weights = self.ray.put(state)
+        self._version_sent = version
+        self._needs_weights.clear()  # every worker gets this version now
+        calls = {i: self._actors[i].load_weights.remote(self._weights, version) for i in range(self.num_workers)}
+        echoes = self._gather(calls, f"weight sync to version {version}", redo=None)
+        for i, echo in echoes.items():
+            self._verify(i, echo)
+        self.policy_version = version
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int | None = None) -> list[Generation]:
+        if not prompts:
+            return []
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        self._reload_stale()
+        bounds = shard_bounds(len(prompts), self.num_workers)
+
+        def call(i: int) -> Any:
+            start, end = bounds[i]
+            return self._actors[i].generate.remote(prompts[start:end], params, shard_seed(seed, i))
+
+        shards = self._gather({i: call(i) for i in range(len(bounds))}, "generate", redo=call)
+        results = [g for i in range(len(bounds)) for g in shards[i]]
+        stale = {g.policy_version for g in results} - {self.policy_version}
+        if stale:
+            raise WeightSyncError(
+                f"workers sampled with policy version(s) {sorted(stale)} but the engine is at {self.policy_version}"
+            )
+        return results
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def worker_pids(self) -> list[int]:
+        """The process id of each worker, in shard order (for tests and diagnostics)."""
+        pids = self._gather({i: a.pid.remote() for i, a in enumerate(self._actors)}, "pid", redo=None)
+        return [pids[i] for i in range(self.num_workers)]
+
+    def actors(self) -> list[Any]:
+        """The actor handles, in shard order (for tests and diagnostics)."""
+        return list(self._actors)
+
+    def close(self) -> None:
+        """Stop the workers (the Ray cluster itself stays up: `ray_cluster.stop_ray`)."""
+        for actor in self._actors:
+            self._kill(actor)
+        self._actors = []
+        self._weights = None
+
+    def __enter__(self) -> "RayEngine":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _spawn(self) -> Any:
+        return self._actor_class.remote(*self._worker_args)
+
+    def _kill(self, actor: Any) -> None:
+        try:
+            self.ray.kill(actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - already dead or the cluster is gone: nothing to stop
+            pass
+
+    def _verify(self, worker: int, echo: tuple[int, str]) -> None:
+        version, checksum = echo
+        if version != self._version_sent or checksum != self._checksum:
+            raise WeightSyncError(
+                f"rollout worker {worker} echoed weights (version {version}, checksum {checksum}) but the learner sent "
+                f"(version {self._version_sent}, checksum {self._checksum}); its model differs from the learner's "
+                "(another model class or dtype on the worker?)"
+            )
+
+    def _replace(self, worker: int) -> tuple[int, str]:
+        """Kill worker `worker`, start a new actor in its place and give it the current weights."""
+        self._kill(self._actors[worker])
+        self._actors[worker] = self._spawn()
+        self.replacements += 1
+        ref = self._actors[worker].load_weights.remote(self._weights, self._version_sent)
+        self._wait({worker: ref}, "a restart with the current weights")
+        echo = self.ray.get(ref, timeout=self.timeout_s)
+        self._verify(worker, echo)
+        self._needs_weights.discard(worker)
+        return echo
+
+    def _wait(self, calls: dict[int, Any], what: str) -> None:
+        """Wait until every call (worker -> ObjectRef) has an outcome, at most `timeout_s`. Workers
+        still busy then are killed and replaced by fresh actors (given the weights before their next
+        call), and WorkerTimeoutError is raised."""
+        refs = list(calls.values())
+        _, not_ready = self.ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
+        if not not_ready:
+            return
+        late = [i for i, ref in calls.items() if any(ref == r for r in not_ready)]
+        for i in late:
+            self._kill(self._actors[i])
+            self._actors[i] = self._spawn()
+            self._needs_weights.add(i)
+        raise WorkerTimeoutError(
+            f"rollout worker(s) {late} did not finish {what} within {self.timeout_s:g} s (workers.timeout_s). "
+            f"{self._capacity_hint()} The stuck workers were stopped; {LOGS_HINT}."
+        )
+
+    def _gather(self, calls: dict[int, Any], what: str, redo: Callable[[int], Any] | None) -> dict[int, Any]:
+        """Results of `calls`. A worker that died is replaced once; its call is then redone with
+        `redo(worker)`, or, when `redo` is None (a weight sync), the replacement's load is the answer."""
+        from ray.exceptions import RayActorError, WorkerCrashedError
+
+        self._wait(calls, what)
+        results: dict[int, Any] = {}
+        for i, ref in calls.items():
+            try:
+                results[i] = self.ray.get(ref, timeout=self.timeout_s)
+            except (RayActorError, WorkerCrashedError) as err:
+                log.warning("rollout worker %d died during %s (%s); starting a replacement", i, what, type(err).__name__)
+                results[i] = self._retry(i, what, redo, err)
+        return results
+
+    def _retry(self, worker: int, what: str, redo: Callable[[int], Any] | None, first: BaseException) -> Any:
+        from ray.exceptions import RayActorError, WorkerCrashedError
+
+        try:
+            echo = self._replace(worker)
+            if redo is None:
+                return echo
+            ref = redo(worker)
+            self._wait({worker: ref}, f"{what} (retried on a replacement)")
+            return self.ray.get(ref, timeout=self.timeout_s)
+        except (RayActorError, WorkerCrashedError) as err:
+            raise WorkerError(
+                f"rollout worker {worker} died during {what} ({type(first).__name__}), and so did its replacement "
+                f"({type(err).__name__}). Check the workers' memory (each holds a copy of the model) and whether "
+                f"something kills Ray processes; {LOGS_HINT}. Cause: {err}"
+            ) from err
+
+    def _reload_stale(self) -> None:
+        """Give actors started after a timeout the current weights before they are used."""
+        for worker in sorted(self._needs_weights):
+            self._load_current_weights(worker)
+
+    def _load_current_weights(self, worker: int) -> None:
+        ref = self._actors[worker].load_weights.remote(self._weights, self._version_sent)
+        echo = self._gather({worker: ref}, "loading the current weights", redo=None)[worker]
+        self._verify(worker, echo)
+        self._needs_weights.discard(worker)
+
+    def _capacity_hint(self) -> str:
+        try:
+            total = self.ray.cluster_resources().get("CPU", 0)
+            free = self.ray.available_resources().get("CPU", 0)
+        except Exception:  # noqa: BLE001 - only a hint
+            return ""
+        need = self.num_workers * self.cpus_per_worker
+        return (
+            f"Each worker needs {self.cpus_per_worker:g} CPU ({need:g} for {self.num_workers}); the cluster has "
+            f"{total:g} CPUs, {free:g} free: a worker that gets no CPU never starts (other actors holding CPUs?). "
+            "If the cluster has room, a batch may simply need longer: raise workers.timeout_s."
+        )

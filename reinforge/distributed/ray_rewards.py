@@ -1,0 +1,216 @@
+"""Reward functions served by a pool of Ray actors, behind the scorer the trainer already uses.
+
+The `RewardScorer` stays in the trainer's process and keeps everything that is about the whole
+batch: its thread pool and per-call timeout, the cache, gates and combination, the error count,
+`max_error_fraction` and the metrics. Only the calls of the reward functions move: each component's
+function is replaced by a `RemoteRewardFn` proxy whose call runs the real function (built from the
+config by name, inside the actor) on one of N Ray actors, round-robin. With `reward.workers`
+scorer threads waiting on N actors, up to min(reward.workers, N) calls run at once, on any node.
+
+Stateful reward functions (those with `state_dict`, e.g. `code_tests_difficulty`, whose weights
+learn from every call) stay in-process: their state must be one, and checkpointed with the run.
+
+Nothing hangs: every call waits at most `timeout_s`; a worker that does not answer in time is
+killed and replaced (the call fails, and the scorer records it on the sample as any reward error).
+A worker that died is replaced once and the call retried; if the replacement fails too, the call
+raises `WorkerError` naming the worker, which the scorer records (and past
+`reward.max_error_fraction` of a batch, the run stops with that message).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+from typing import Any
+
+from reinforge.distributed.ray_cluster import import_ray, start_ray
+from reinforge.distributed.ray_engine import LOGS_HINT, WorkerError, WorkerTimeoutError
+from reinforge.rewards.scorer import NamedReward, RewardScorer
+
+log = logging.getLogger(__name__)
+
+
+class RewardWorker:
+    """The actor body: every reward component built from (name, fn, params), called by name."""
+
+    def __init__(self, specs: list[tuple[str, str, dict[str, Any]]]):
+        from reinforge.rewards.builtin import build_component
+
+        self.fns: dict[str, Any] = {}
+        self.groups: dict[str, bool] = {}
+        for name, fn, params in specs:
+            self.fns[name], self.groups[name] = build_component(fn, params)
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        return {
+            name: {
+                "group": self.groups[name],
+                "batched": callable(getattr(fn, "score_batch", None)),
+                "deterministic": bool(getattr(fn, "deterministic", True)),
+                "mean_metric": getattr(fn, "mean_metric", None),
+                "stateful": hasattr(fn, "state_dict"),
+            }
+            for name, fn in self.fns.items()
+        }
+
+    def call(self, name: str, task: Any, item: Any) -> Any:
+        return self.fns[name](task, item)
+
+    def call_batch(self, name: str, tasks: list, trajectories: list) -> list[float]:
+        return self.fns[name].score_batch(tasks, trajectories)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class RewardWorkerPool:
+    """N RewardWorker actors; `call` runs on the next one (thread-safe), under a deadline."""
+
+    def __init__(
+        self,
+        specs: list[tuple[str, str, dict[str, Any]]],
+        num_workers: int,
+        timeout_s: float,
+        start_timeout_s: float = 300.0,
+        address: str | None = None,
+        cpus_per_worker: float = 1.0,
+    ):
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        self.ray = import_ray()
+        start_ray(address)
+        self.specs = specs
+        self.timeout_s = float(timeout_s)  # one call
+        self.start_timeout_s = float(start_timeout_s)  # a call on a fresh actor, which imports and builds first
+        self.replacements = 0
+        self._lock = threading.Lock()
+        self._next = itertools.count()
+        self._actor_class = self.ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(RewardWorker)
+        self._actors = [self._actor_class.remote(specs) for _ in range(num_workers)]
+        try:
+            self.description: dict[str, dict[str, Any]] = self._run(0, "describe", (), fresh=True)
+        except BaseException:
+            self.close()
+            raise
+
+    def call(self, method: str, *args: Any) -> Any:
+        worker = next(self._next) % len(self._actors)
+        return self._run(worker, method, args)
+
+    def _run(self, worker: int, method: str, args: tuple, fresh: bool = False) -> Any:
+        from ray.exceptions import GetTimeoutError, RayActorError, WorkerCrashedError
+
+        for attempt in (0, 1):
+            actor = self._actors[worker]
+            timeout = self.start_timeout_s if (fresh or attempt) else self.timeout_s
+            ref = getattr(actor, method).remote(*args)
+            try:
+                return self.ray.get(ref, timeout=timeout)
+            except GetTimeoutError:
+                self._replace(worker, actor)  # a stuck actor would stall every call queued behind it
+                raise WorkerTimeoutError(
+                    f"reward worker {worker} did not answer a {method} call within {timeout:g} s; it was replaced. "
+                    f"{LOGS_HINT}"
+                ) from None
+            except (RayActorError, WorkerCrashedError) as err:
+                if attempt == 1:
+                    raise WorkerError(
+                        f"reward worker {worker} died during {method}, and so did its replacement "
+                        f"({type(err).__name__}). Check the workers' memory and the reward functions' "
+                        f"native code; {LOGS_HINT}. Cause: {err}"
+                    ) from err
+                log.warning("reward worker %d died (%s); starting a replacement", worker, type(err).__name__)
+                self._replace(worker, actor)
+        raise AssertionError("unreachable")
+
+    def _replace(self, worker: int, dead: Any) -> None:
+        with self._lock:
+            if self._actors[worker] is not dead:  # another thread replaced it already
+                return
+            try:
+                self.ray.kill(dead, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+            self._actors[worker] = self._actor_class.remote(self.specs)
+            self.replacements += 1
+
+    def actors(self) -> list[Any]:
+        return list(self._actors)
+
+    def close(self) -> None:
+        for actor in self._actors:
+            try:
+                self.ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone or the cluster is down
+                pass
+        self._actors = []
+
+
+class RemoteRewardFn:
+    """A reward fn (per-sample or group) whose calls run in the pool; carries the real fn's flags."""
+
+    def __init__(self, pool: RewardWorkerPool, name: str):
+        info = pool.description[name]
+        self.pool = pool
+        self.name = name
+        self.deterministic = info["deterministic"]
+        if info["mean_metric"]:
+            self.mean_metric = info["mean_metric"]
+
+    def __call__(self, task, item):
+        return self.pool.call("call", self.name, task, item)
+
+
+class RemoteBatchedRewardFn(RemoteRewardFn):
+    """...that also scores a whole batch in one call (`score_batch`), e.g. a reward model."""
+
+    def score_batch(self, tasks, trajectories):
+        return self.pool.call("call_batch", self.name, tasks, trajectories)
+
+
+class RayRewardScorer(RewardScorer):
+    """A RewardScorer whose stateless components run in a RewardWorkerPool; `close` stops the pool."""
+
+    def __init__(self, components: list[NamedReward], pool: RewardWorkerPool, **kwargs: Any):
+        super().__init__(components, **kwargs)
+        self.pool = pool
+
+    def close(self) -> None:
+        super().close()
+        self.pool.close()
+
+
+def build_ray_scorer(
+    components: list[tuple[str, str, float, dict[str, Any]]],
+    num_workers: int,
+    call_timeout_s: float,
+    start_timeout_s: float = 300.0,
+    address: str | None = None,
+    cpus_per_worker: float = 1.0,
+    **scorer_kwargs: Any,
+) -> RayRewardScorer:
+    """`components` as (name, fn, weight, params), the scorer's own arguments as keywords.
+    `call_timeout_s` bounds one reward call (use the scorer's timeout_s), `start_timeout_s` the
+    first call on a fresh actor (imports and builds the reward functions)."""
+    from reinforge.rewards.builtin import build_component
+
+    pool = RewardWorkerPool(
+        [(name, fn, params) for name, fn, _, params in components], num_workers, call_timeout_s, start_timeout_s,
+        address, cpus_per_worker,
+    )
+    named = []
+    for name, fn, weight, params in components:
+        info = pool.description[name]
+        if info["stateful"]:  # its state must stay one and be checkpointed: score it here
+            local, group = build_component(fn, params)
+            named.append(NamedReward(name, local, weight, group=group))
+            continue
+        proxy = (RemoteBatchedRewardFn if info["batched"] else RemoteRewardFn)(pool, name)
+        named.append(NamedReward(name, proxy, weight, group=info["group"]))
+    try:
+        return RayRewardScorer(named, pool, **scorer_kwargs)
+    except BaseException:
+        pool.close()
+        raise

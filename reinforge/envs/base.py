@@ -1,0 +1,65 @@
+"""The Env protocol: how the world answers the policy, one episode at a time, in tokens.
+
+An environment object (what the trainer holds) knows the tokenizer and makes episodes; an
+episode is reset with a task (giving the prompt's token ids) and stepped with each policy turn
+(giving the observation's token ids to append, a per-turn reward if any, and whether it ended).
+The rollout loop in `reinforge.rollout.episodes` drives many episodes together, one batched
+engine call per policy turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from transformers import PreTrainedTokenizerBase
+
+from reinforge.tasks.task import Task
+
+
+@dataclass
+class StepResult:
+    """The env's answer to one policy turn.
+
+    `observation_ids` are appended after the turn's sampled tokens (tokenized once, never
+    trained on); `info` carries counts the trainer aggregates (tool calls, valid calls, tool
+    errors, void turns) under numeric values, plus `finish_reason` when the env ends the episode.
+    """
+
+    observation_ids: list[int] = field(default_factory=list)
+    reward: float | None = None
+    done: bool = False
+    info: dict = field(default_factory=dict)
+    observation_text: str = ""  # for transcripts and the run report only
+    observation_role: str = "env"  # who answered, as the report labels it: env, tool
+
+
+class Episode(Protocol):
+    def reset(self, task: Task) -> list[int]:
+        """The prompt's token ids."""
+        ...
+
+    def step(self, turn_text: str, finish_reason: str) -> StepResult:
+        """React to the policy's turn (its decoded text; `finish_reason` is the engine's: stop or
+        length)."""
+        ...
+
+
+class Env(Protocol):
+    tokenizer: PreTrainedTokenizerBase
+    stop_token_ids: tuple[int, ...]
+    max_turns: int
+
+    def episode(self) -> Episode:
+        """A fresh episode (its own state: turn count, message history, tool sandbox...)."""
+        ...
+
+    def prompt_ids(self, task: Task) -> list[int]:
+        ...
+
+    def sft_example(self, task: Task) -> tuple[list[int], list[bool]]:
+        """A task's demonstration in tokens, and which of them are trained (the policy's turns)."""
+        ...
+
+    def decode_response(self, token_ids: list[int]) -> str:
+        ...

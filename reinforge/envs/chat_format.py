@@ -1,0 +1,92 @@
+"""Chat formatting in tokens: prompts, observations appended mid-episode, assistant turns for SFT.
+
+The tokenizer's own chat template is used when it has one (tool messages and tool schemas
+included, as `apply_chat_template` takes them); otherwise the project's simple template below,
+which closes each turn with the tokenizer's end-of-sequence token.
+
+An observation (tool results, env feedback) is the text the template writes between the end of
+one assistant turn and the start of the next: it is found by rendering a conversation with and
+without the new messages and taking the difference, then tokenized once. The policy's own turns
+are never rendered or re-tokenized: its sampled tokens (ending with the end-of-turn token) stay
+in the episode as they are, which is what keeps training log-probs equal to sampling log-probs.
+"""
+
+from __future__ import annotations
+
+from transformers import PreTrainedTokenizerBase
+
+FALLBACK_CHAT_TEMPLATE = (
+    "{%- for m in messages %}<|{{ m.role }}|>{{ m.content }}{{ eos_token }}{% endfor %}"
+    "{%- if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+_MARK = "\u2063reinforge-assistant-turn\u2063"  # a string no template writes by itself
+
+
+class ChatFormatError(ValueError):
+    pass
+
+
+class ChatFormat:
+    """Renders messages with one template, and splits it into what the policy samples (assistant
+    turns, each closed by `end_of_turn_id`) and what the env appends (everything else)."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, tools: list[dict] | None = None):
+        self.tokenizer = tokenizer
+        self.template = tokenizer.chat_template or FALLBACK_CHAT_TEMPLATE
+        self.tools = tools or None
+        self.end_of_turn_id, self._turn_close = self._find_end_of_turn()
+
+    def render(self, messages: list[dict], add_generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(
+            messages, tools=self.tools, chat_template=self.template, tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+        )
+
+    def encode(self, text: str) -> list[int]:
+        """Rendered template text to ids: its special tokens are already written out in the text."""
+        return self.tokenizer(text, add_special_tokens=False).input_ids
+
+    def prompt_ids(self, messages: list[dict]) -> list[int]:
+        """The conversation so far, ending with the generation prompt of an assistant turn."""
+        return self.encode(self.render(messages, add_generation_prompt=True))
+
+    def assistant_ids(self, content: str) -> list[int]:
+        """A demonstrated assistant turn as the policy would sample it: content, then end of turn."""
+        return self.encode(content) + [self.end_of_turn_id]
+
+    def observation_ids(self, messages: list[dict]) -> list[int]:
+        """What follows a finished assistant turn: `messages` (tool results, user feedback) and
+        the generation prompt of the next assistant turn."""
+        if not messages:
+            raise ChatFormatError("an observation needs at least one message")
+        base = [{"role": "user", "content": "?"}, {"role": "assistant", "content": _MARK}]
+        closed = self.render(base, add_generation_prompt=False)
+        cut = closed.index(_MARK) + len(_MARK) + len(self._turn_close)
+        full = self.render(base + list(messages), add_generation_prompt=True)
+        if not full.startswith(closed[:cut]):
+            raise ChatFormatError(
+                "the chat template renders an earlier assistant turn differently once messages follow it, so "
+                "observations cannot be appended token by token; use a template that keeps past turns as they are"
+            )
+        return self.encode(full[cut:])
+
+    def _find_end_of_turn(self) -> tuple[int, str]:
+        """The special token the template writes right after an assistant turn's content."""
+        closed = self.render(
+            [{"role": "user", "content": "?"}, {"role": "assistant", "content": _MARK}], add_generation_prompt=False
+        )
+        after = closed[closed.index(_MARK) + len(_MARK):]
+        ids = self.encode(after)
+        special = set(self.tokenizer.all_special_ids) | {
+            i for i, t in self.tokenizer.added_tokens_decoder.items() if t.special
+        }
+        if not ids or ids[0] not in special:
+            raise ChatFormatError(
+                f"the chat template closes assistant turns with {after[:20]!r}, which does not start with a special "
+                "token; multi-turn rollout needs one end-of-turn token to stop on"
+            )
+        token = self.tokenizer.convert_ids_to_tokens(ids[0])
+        if not after.startswith(token):
+            raise ChatFormatError(f"end-of-turn token {token!r} is not written literally by the chat template")
+        return ids[0], token

@@ -1,0 +1,48 @@
+"""The environment a config asks for: single-turn, or a multi-turn tool env with built-in tools."""
+
+from __future__ import annotations
+
+from transformers import PreTrainedTokenizerBase
+
+from reinforge.config import Config, ConfigError
+from reinforge.envs.base import Env
+from reinforge.envs.single_turn import PromptFormatError, SingleTurnEnv
+from reinforge.envs.tool_env import ToolEnv
+from reinforge.envs.tools.builtin import build_tools
+from reinforge.envs.tools.sandbox import SandboxUnavailableError
+from reinforge.envs.tools.registry import ToolDefinitionError, ToolRegistry
+
+
+def tool_registry(cfg: Config) -> ToolRegistry:
+    try:
+        return build_tools(cfg.env.tools, cfg.env.tool_options)
+    except (ToolDefinitionError, SandboxUnavailableError, ValueError, OSError) as err:
+        raise ConfigError(f"env.tools / env.tool_options: {err}") from None
+
+
+def check_env_config(cfg: Config) -> None:
+    """Before any model is loaded: tool names and options (a database or document file that
+    cannot be opened fails here), and settings that only mean something for one env type."""
+    env = cfg.env
+    if env.type == "single_turn":
+        if env.tools:
+            raise ConfigError(f"env.tools={env.tools} but env.type=single_turn never calls tools; set env.type=tool")
+        return
+    if not env.tools:
+        raise ConfigError("env.type=tool needs at least one tool in env.tools (calculator, python, sql, search)")
+    if cfg.rollout.prompt_format == "raw":
+        raise ConfigError("env.type=tool formats episodes as chat turns; rollout.prompt_format=raw cannot hold tool messages (use auto or chat)")
+    tool_registry(cfg)
+
+
+def build_env(cfg: Config, tokenizer: PreTrainedTokenizerBase) -> Env:
+    if cfg.env.type == "single_turn":
+        try:
+            return SingleTurnEnv(tokenizer, cfg.rollout.prompt_format)
+        except PromptFormatError as err:
+            raise ConfigError(f"rollout.prompt_format: {err}") from None
+    e = cfg.env
+    return ToolEnv(
+        tokenizer, tool_registry(cfg), e.tool_format, e.max_turns, e.max_observation_tokens, e.tool_timeout_s,
+        e.valid_call_reward,
+    )

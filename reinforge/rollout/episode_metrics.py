@@ -1,0 +1,36 @@
+"""What a batch of episodes did: finish reasons, turns, and tool use, as rates people can plot.
+
+`tool_call_rate` is the fraction of episodes that called a tool at least once; `valid_call_rate`
+the fraction of calls that parsed, named a known tool and ran without error. A tool setting that
+silently never calls a tool shows up here as a flat zero, not as nothing at all.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from reinforge.rollout.trajectory import Trajectory
+
+FINISH_REASONS = ("stop", "length", "max_turns", "max_tokens", "error")
+
+
+def episode_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
+    n = len(trajectories)
+    if n == 0:
+        return {}
+    reasons = Counter(t.finish_reason for t in trajectories)
+    metrics = {"stop_frac": reasons["stop"] / n}
+    if all(t.num_turns <= 1 and not t.stats for t in trajectories):
+        return metrics  # single-turn: nothing more to say
+    metrics.update({f"finish/{r}": reasons[r] / n for r in FINISH_REASONS if r != "stop"})
+    metrics["turns"] = sum(t.num_turns for t in trajectories) / n
+    calls = sum(t.stats.get("tool_calls", 0) for t in trajectories)
+    valid = sum(t.stats.get("valid_calls", 0) for t in trajectories)
+    metrics["tool_call_rate"] = sum(t.stats.get("tool_calls", 0) > 0 for t in trajectories) / n
+    metrics["tool_calls_per_episode"] = calls / n
+    metrics["valid_call_rate"] = valid / calls if calls else 0.0
+    metrics["tool_errors_per_episode"] = sum(t.stats.get("tool_errors", 0) for t in trajectories) / n
+    metrics["void_turn_frac"] = sum(t.stats.get("void_turns", 0) for t in trajectories) / max(
+        1, sum(t.num_turns for t in trajectories)
+    )
+    return metrics

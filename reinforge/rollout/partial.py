@@ -1,0 +1,136 @@
+"""Partial rollouts: episodes that can stop mid-response and resume later with newer weights.
+
+APRIL (Zhou et al. 2025, "APRIL: Active Partial Rollouts in Reinforcement Learning to Tame
+Long-tail Generation"): a batch of responses takes as long as its longest one, and with long-tail
+lengths most rows sit finished while a few keep the engine busy. So a step starts more groups
+than it trains on, stops sampling as soon as enough groups are complete, and keeps the unfinished
+rows: a later round feeds each one back to the engine as prompt + the tokens sampled so far, with
+what is left of its token budget. Every sampled token keeps the behaviour log-prob and the policy
+version that produced it, which is exactly what the decoupled-PPO correction (`algo.tis_cap`)
+needs; the trajectory's `policy_version` is its oldest token's.
+
+This module holds one round of sampling (`sample_round`) and the types it works on; which groups
+are started, which must finish and which are trained is the trainer's choice
+(`reinforge.trainer.partial_collect`). Single-turn episodes only: a multi-turn episode's env state
+between turns would have to be carried across rounds too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from reinforge.engines.base import Engine, SamplingParams
+from reinforge.envs.base import Env, StepResult
+from reinforge.rollout.trajectory import Trajectory, single_turn_trajectory
+from reinforge.tasks.task import Task
+
+
+@dataclass
+class PartialEpisode:
+    """One response in progress: what was sampled so far, token by token, and by which version."""
+
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)  # policy version of each sampled token
+    finish_reason: str | None = None  # None while unfinished
+    errors: list[str] = field(default_factory=list)
+    rounds: int = 0  # engine calls it took part in; > 1 means it was resumed
+
+    @property
+    def done(self) -> bool:
+        return self.finish_reason is not None
+
+
+@dataclass
+class PartialGroup:
+    """The `group_size` episodes of one task; they start in the same round, with the same weights."""
+
+    task: Task
+    key: int  # creation order over the run: ties in "oldest first"
+    prompt_ids: list[int]
+    episodes: list[PartialEpisode]
+    start_index: int | None = None  # weight publication (RL step) that sampled its first tokens
+
+    @property
+    def complete(self) -> bool:
+        return all(e.done for e in self.episodes)
+
+
+@dataclass
+class RoundStats:
+    rows: int  # episodes sent to the engine
+    resumed: int  # of those, episodes continued from an earlier round
+    aborted: int  # episodes cut short this round (to be resumed)
+
+
+def sample_round(
+    engine: Engine,
+    groups: list[PartialGroup],
+    params: SamplingParams,
+    seed: int | None,
+    weights_index: int,
+    need: int,
+    must_finish: list[bool],
+) -> RoundStats:
+    """Advance every unfinished episode of `groups` in one batched engine call, in place.
+
+    Sampling stops once `need` of `groups` are complete and every group flagged in `must_finish`
+    is; a row still running then comes back "aborted" and stays unfinished. Each row asks for what
+    is left of its budget (`params.max_new_tokens` minus what it already holds)."""
+    rows = [(g, e) for g, group in enumerate(groups) for e in group.episodes if not e.done]
+    if not rows:
+        return RoundStats(0, 0, 0)
+    for group in groups:
+        if group.start_index is None and not group.complete:
+            group.start_index = weights_index
+    prompts = [groups[g].prompt_ids + e.token_ids for g, e in rows]
+    budgets = [params.max_new_tokens - len(e.token_ids) for _, e in rows]
+    group_of_row = torch.tensor([g for g, _ in rows])
+    done_before = torch.tensor([sum(e.done for e in group.episodes) for group in groups])
+    sizes = torch.tensor([len(group.episodes) for group in groups])
+    must = torch.tensor(must_finish, dtype=torch.bool)
+
+    def stop_when(finished: torch.Tensor) -> bool:
+        complete = done_before + torch.bincount(group_of_row[finished], minlength=len(groups)) == sizes
+        return int(complete.sum()) >= need and bool(complete[must].all())
+
+    generations = engine.generate(prompts, params, seed=seed, budgets=budgets, stop_when=stop_when)
+    resumed = sum(bool(e.token_ids) for _, e in rows)
+    aborted = 0
+    for (_, episode), generation in zip(rows, generations):
+        episode.token_ids += generation.token_ids
+        episode.logprobs += generation.logprobs
+        episode.versions += [generation.policy_version] * len(generation.token_ids)
+        episode.errors += generation.errors
+        episode.rounds += 1
+        if generation.finish_reason == "aborted":
+            aborted += 1
+        else:
+            episode.finish_reason = generation.finish_reason
+    return RoundStats(len(rows), resumed, aborted)
+
+
+def group_trajectories(env: Env, group: PartialGroup, group_id: int) -> list[Trajectory]:
+    """The complete group's episodes as trajectories, through the env as the rollout loop does."""
+    if not group.complete:
+        raise ValueError(f"group of task {group.task.id} is not complete")
+    out = []
+    for episode in group.episodes:
+        text = env.decode_response(episode.token_ids)
+        try:
+            episode_env = env.episode()
+            episode_env.reset(group.task)
+            result = episode_env.step(text, episode.finish_reason)
+        except Exception as err:  # as in the rollout loop: recorded on the trajectory, the batch goes on
+            result = StepResult(done=True, info={"finish_reason": "error", "error": f"env step: {type(err).__name__}: {err}"})
+        errors = episode.errors + ([str(result.info["error"])] if "error" in result.info else [])
+        trajectory = single_turn_trajectory(
+            group.task.id, group.prompt_ids, episode.token_ids, episode.logprobs, text,
+            finish_reason=result.info.get("finish_reason", episode.finish_reason), group_id=group_id,
+            policy_version=min(episode.versions, default=0), errors=errors,
+        )
+        trajectory.token_versions = [-1] * len(group.prompt_ids) + list(episode.versions)
+        out.append(trajectory)
+    return out

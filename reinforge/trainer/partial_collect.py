@@ -1,0 +1,95 @@
+"""A step's groups from partial rollouts (APRIL): over-provision, stop early, carry the rest over.
+
+Each step keeps `ceil(overprovision x prompts_per_step)` groups in flight: the groups carried over
+from earlier steps, topped up with fresh tasks. One engine call advances all of them and stops as
+soon as `prompts_per_step` groups are complete (`reinforge.rollout.partial.sample_round`); the
+step trains on the oldest complete groups and carries every other group over, finished rows and
+all, to be resumed with the next weights.
+
+Staleness stays bounded by k = `trainer.max_staleness` (in weight versions, i.e. RL steps): a
+group whose first tokens came from weights published after step a is trained at step s by the
+learner holding the weights of step s-1, so it must be trained by step a+1+k. A group that could
+not wait one more step is marked must-finish, and the round does not stop before it is complete;
+the oldest complete groups go first, so it is always trained. Nothing is thrown away, so long
+responses are not filtered out (which would bias the data towards short ones). With
+overprovision <= 2 the must-finish groups never outnumber the groups a step trains on.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from reinforge.engines.base import Engine, SamplingParams
+from reinforge.envs.base import Env
+from reinforge.rewards.scorer import RewardScorer
+from reinforge.rollout.partial import PartialEpisode, PartialGroup, group_trajectories, sample_round
+from reinforge.trainer.collect import Collected
+from reinforge.trainer.task_sampler import TaskSampler
+
+
+class PartialCollector:
+    def __init__(
+        self,
+        env: Env,
+        scorer: RewardScorer,
+        sampler: TaskSampler,
+        prompts: int,
+        group_size: int,
+        params: SamplingParams,
+        overprovision: float,
+        max_staleness: int,
+        seed: int,
+    ):
+        if env.max_turns != 1:
+            raise ValueError("partial rollouts support single-turn envs only")
+        self.env, self.scorer, self.sampler = env, scorer, sampler
+        self.prompts, self.group_size, self.params = prompts, group_size, params
+        self.in_flight = max(prompts, math.ceil(overprovision * prompts))
+        self.max_staleness = max_staleness
+        self.seed = seed
+        self.pool: list[PartialGroup] = []  # groups carried over, oldest first
+        self.next_key = 0
+
+    def collect(self, engine: Engine, step: int, weights_index: int) -> tuple[Collected, dict[str, float]]:
+        """Step `step`'s scored groups; `engine` holds the weights published after step
+        `weights_index` (0: the initial weights), and the batch is trained by those of step-1."""
+        fresh = self.sampler.next_batch(max(0, self.in_flight - len(self.pool)))
+        for task in fresh:
+            prompt = self.env.episode().reset(task)
+            episodes = [PartialEpisode() for _ in range(self.group_size)]
+            self.pool.append(PartialGroup(task, self.next_key, list(prompt), episodes))
+            self.next_key += 1
+        # A group started after step a must be trained by step a+1+k: if that is this step, finish it now.
+        must_finish = [g.start_index is not None and step - g.start_index > self.max_staleness for g in self.pool]
+        t0 = time.perf_counter()
+        seed = (self.seed * 1_000_003 + step) * 16  # the step's seed, as `collect_groups` derives its first round's
+        stats = sample_round(engine, self.pool, self.params, seed, weights_index, self.prompts, must_finish)
+        t1 = time.perf_counter()
+
+        complete = sorted((g for g in self.pool if g.complete), key=lambda g: (g.start_index, g.key))
+        chosen = complete[: self.prompts]
+        chosen_keys = {g.key for g in chosen}
+        self.pool = [g for g in self.pool if g.key not in chosen_keys]
+        late = [g.task.id for g in self.pool if step - g.start_index > self.max_staleness]
+        if late:  # cannot happen with overprovision <= 2 (preflight); a bug if it does
+            raise RuntimeError(f"partial rollouts: groups {late} would exceed trainer.max_staleness={self.max_staleness}")
+
+        trajectories = [t for i, group in enumerate(chosen) for t in group_trajectories(self.env, group, i)]
+        tasks = {g.task.id: g.task for g in chosen}
+        reward_metrics = self.scorer.score(tasks, trajectories)
+        t2 = time.perf_counter()
+        metrics = {**reward_metrics, "sampling_rounds": 1.0, "train_groups": float(len(chosen))}
+        collected = Collected(trajectories, tasks, metrics, 1, t1 - t0, t2 - t1)
+        partial_metrics = {
+            "partial_resumed": float(sum(e.rounds > 1 for g in chosen for e in g.episodes)),
+            "partial_aborted": float(stats.aborted),
+            "partial_carried_groups": float(len(self.pool)),
+        }
+        return collected, partial_metrics
+
+    def state_dict(self) -> dict:
+        return {"pool": self.pool, "next_key": self.next_key}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.pool, self.next_key = list(state["pool"]), state["next_key"]

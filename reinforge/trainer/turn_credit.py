@@ -1,0 +1,67 @@
+"""Per-turn rewards of multi-turn episodes, shaped and laid out for the advantage estimators.
+
+The env's per-turn (process) rewards first get the configured fix against reward hacking (Clip
+or Delta, `reinforge.rewards.shaping`; or `potential`, which reads them as potentials Phi of the
+state each turn reaches and pays gamma * Phi(s_k) - Phi(s_{k-1}), Phi(s_0) = 0), then G-RA
+gating on the episode's outcome. Turn-level
+estimators (turn_rloo) take them turn by turn; every other estimator gets their sum added to the
+episode's reward, so a per-turn reward is never silently ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from reinforge.config import AlgoConfig
+from reinforge.rewards.shaping import (
+    clip_process_rewards,
+    delta_process_rewards,
+    gated_step_rewards,
+    potential_based_shaping,
+)
+from reinforge.rollout.trajectory import Trajectory
+
+def potential_differences(scores: list[float], gamma: float) -> list[float]:
+    return potential_based_shaping([0.0, *scores], gamma)
+
+
+def shaped_turn_rewards(trajectory: Trajectory, algo: AlgoConfig) -> list[float]:
+    """One reward per policy turn (zeros when the env gave none)."""
+    rewards = list(trajectory.turn_rewards or [0.0] * trajectory.num_turns)
+    fixes = {
+        "none": lambda r: r,
+        "clip": clip_process_rewards,
+        "delta": delta_process_rewards,
+        "potential": lambda r: potential_differences(r, algo.gamma),
+    }
+    rewards = fixes[algo.turn_reward_fix](rewards)
+    if algo.turn_reward_gate is not None:
+        rewards = gated_step_rewards(rewards, trajectory.reward, algo.turn_reward_gate)
+    return [float(r) for r in rewards]
+
+
+@dataclass
+class TurnLayout:
+    index: torch.Tensor  # [N, T-1] long: policy turn of the token each position predicts, -1 elsewhere
+    rewards: torch.Tensor  # [N, K] float64, shaped per-turn rewards, zero-padded
+    counts: torch.Tensor  # [N] long
+
+
+def turn_layout(trajectories: list[Trajectory], width: int, algo: AlgoConfig) -> TurnLayout:
+    """`width` is the batch's T-1: position t predicts token t+1 (see TrainingBatch)."""
+    counts = torch.tensor([max(1, t.num_turns) for t in trajectories])
+    rewards = torch.zeros(len(trajectories), int(counts.max()), dtype=torch.float64)
+    index = torch.full((len(trajectories), width), -1, dtype=torch.long)
+    for row, t in enumerate(trajectories):
+        shaped = shaped_turn_rewards(t, algo)
+        rewards[row, : len(shaped)] = torch.tensor(shaped, dtype=torch.float64)
+        for k, (start, end) in enumerate(t.turn_spans):
+            index[row, start - 1 : end - 1] = k
+    return TurnLayout(index, rewards, counts)
+
+
+def void_turn_rows(trajectories: list[Trajectory]) -> torch.Tensor:
+    """[N] bool: episodes with a void turn (neither a tool call nor an answer), SimpleTIR's filter."""
+    return torch.tensor([t.stats.get("void_turns", 0) > 0 for t in trajectories])
