@@ -31,7 +31,7 @@ ASYNC = ["trainer.schedule=async", "algo.tis_cap=2.0"]
 @pytest.fixture(scope="module")
 def warm_start(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("sft") / "run"
-    return run_sft_stage(load_config("default", [*TINY, "sft.steps=150", "sft.lr=0.003", f"trainer.output_dir={run}"]))
+    return run_sft_stage(load_config("default", [*TINY, "sft.steps=150", "sft.lr=0.003", "sft.warmup_steps=50", f"trainer.output_dir={run}"]))
 
 
 def train(warm_start: Path, run_dir: Path, *overrides: str):
