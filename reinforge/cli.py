@@ -28,6 +28,7 @@ def _parser() -> argparse.ArgumentParser:
             cmd.add_argument("--checkpoint", metavar="DIR", help="with --resume: this checkpoint instead of the newest")
             cmd.add_argument("--force", action="store_true", help="with --resume: accept config changes that break exactness")
             cmd.add_argument("--workers", type=int, metavar="N", help="sample with N Ray rollout workers (workers.workers=N; needs reinforge[ray])")
+            cmd.add_argument("--learners", type=int, metavar="N", help="train data-parallel over N learner processes (workers.learners=N)")
     cmp = sub.add_parser("compare", help="run a recipe under several methods and seeds; plot and tabulate")
     cmp.add_argument("recipe", nargs="?", default="default", help="shipped recipe name or YAML path")
     cmp.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted config overrides for every run")
@@ -75,8 +76,9 @@ def report_command(args: argparse.Namespace) -> int:
 
 def config_from_args(args: argparse.Namespace):
     overrides = list(args.overrides)
-    if getattr(args, "workers", None) is not None:
-        overrides.append(f"workers.workers={args.workers}")
+    for flag in ("workers", "learners"):
+        if getattr(args, flag, None) is not None:
+            overrides.append(f"workers.{flag}={getattr(args, flag)}")
     if getattr(args, "resume", None):
         if args.model or args.output:
             raise ConfigError("--resume continues a run as it was configured; --model and --output do not apply")

@@ -107,7 +107,8 @@ class AlgoConfig(Section):
     entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (entropy is logged every step either way).")
     positive_weight: float = Field(1.0, ge=0, description="Scale of positive advantages (W-REINFORCE uses 0.1).")
     negative_weight: float = Field(1.0, ge=0, description="Scale of negative advantages.")
-    ace_alpha: float = Field(0.0, ge=0, description="ACE: scale negative advantages by 1 + alpha * max(0, log pi/pi_ref of the sample); needs a reference.")
+    ace_alpha: float = Field(0.0, ge=0, description="ACE: scale negative advantages by 1 + alpha * shape(log pi/pi_ref of the sample); loads a reference.")
+    ace_shape: Literal["softplus", "relu"] = Field("softplus", description="ACE: softplus (the paper's choice) or relu (errors no surer than the reference are left alone).")
     tis_cap: float | None = Field(None, gt=0, description="Truncated importance sampling cap against behaviour log-probs (e.g. 2.0); None disables.")
     gamma: float = Field(1.0, gt=0, le=1, description="Discount (gae, and over turns for turn_rloo).")
     lam: float = Field(1.0, ge=0, le=1, description="GAE lambda.")
@@ -230,6 +231,7 @@ class WorkersConfig(Section):
     address: str | None = Field(None, description="Address of an existing Ray cluster (host:port, auto or ray://...); None starts a local one that listens on loopback only.")
     timeout_s: float = Field(300.0, gt=0, description="Deadline of a rollout worker's calls (generate, weight sync) and of any worker's start; past it the run stops with the worker named. Reward calls keep reward.timeout_s.")
     cpus_per_worker: float = Field(1.0, gt=0, description="CPUs Ray reserves for each rollout or reward worker (a rollout worker's torch threads too, at least 1).")
+    learners: int = Field(1, ge=1, description="Policy learner processes: above 1, the update runs data-parallel over torch.distributed (gloo on CPU, NCCL on GPU); this process is rank 0 and runs the rest of the loop. The update equals the single-process one up to float summation order.")
 
 
 class Config(Section):

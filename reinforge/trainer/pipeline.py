@@ -103,6 +103,23 @@ def build_engine(cfg: Config, model, pad_token_id: int):
     return TorchEngine(model, pad_token_id, dtype=cfg.rollout.engine_dtype)
 
 
+def build_learner(cfg: Config, model, env):
+    """The policy learner, and the data-parallel group behind it when workers.learners > 1 (else None)."""
+    a = cfg.algo
+    kwargs = dict(
+        lr=a.lr, weight_decay=a.weight_decay, max_grad_norm=a.max_grad_norm, micro_batch_size=a.micro_batch_size,
+        bf16_autocast=a.bf16_autocast, temperature=cfg.rollout.temperature,
+        max_response_tokens=cfg.rollout.max_new_tokens * env.max_turns, entropy_grad=a.entropy_coef > 0,
+    )
+    if cfg.workers.learners == 1:
+        return PolicyLearner(model, **kwargs), None
+    from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
+
+    spec = FollowerSpec(model.config, kwargs, a, torch.get_num_threads(), cfg.workers.timeout_s)
+    group = LearnerGroup(cfg.workers.learners, spec, model)
+    return group.learner, group
+
+
 def build_scorer(cfg: Config) -> RewardScorer:
     reward, w = cfg.reward, cfg.workers
     limits = dict(
@@ -161,14 +178,11 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
         sft_seconds = time.perf_counter() - start
 
         scorer = build_scorer(cfg)
+        learner, learner_group = build_learner(cfg, model, env)
         parts = RLComponents(
             engine=build_engine(cfg, model, tokenizer.pad_token_id),
             env=env,
-            learner=PolicyLearner(
-                model, cfg.algo.lr, cfg.algo.weight_decay, cfg.algo.max_grad_norm,
-                cfg.algo.micro_batch_size, cfg.algo.bf16_autocast, cfg.rollout.temperature,
-                max_response_tokens=cfg.rollout.max_new_tokens * env.max_turns, entropy_grad=cfg.algo.entropy_coef > 0,
-            ),
+            learner=learner,
             scorer=scorer,
             reference=build_reference(cfg, model),
             critic=build_critic(cfg, model, tokenizer),
@@ -178,6 +192,8 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
         finally:
             scorer.close()
             getattr(parts.engine, "close", lambda: None)()  # Ray workers; the in-process engine has none
+            if learner_group is not None:
+                learner_group.close()
         save_model(model, tokenizer, run_dir / "final")
 
     before, after = result.evals[0], result.evals[-1]

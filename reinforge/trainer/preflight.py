@@ -43,6 +43,11 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
             f"algo.mini_batches={cfg.algo.mini_batches} does not divide the {samples} samples per step "
             f"(rollout.prompts_per_step x rollout.group_size); pick a divisor of {samples}"
         )
+    if samples // cfg.algo.mini_batches < cfg.workers.learners:
+        raise ConfigError(
+            f"workers.learners={cfg.workers.learners} data-parallel learners need at least one sequence each, but a "
+            f"mini-batch holds {samples // cfg.algo.mini_batches}; lower workers.learners or algo.mini_batches"
+        )
 
     for i, component in enumerate(cfg.reward.components):
         try:

@@ -11,6 +11,7 @@ import torch.multiprocessing as mp
 
 from reinforge.config import AlgoConfig
 from reinforge.distributed.ddp import DataParallelPolicyLearner, free_port, init_distributed, shard_rows
+from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
 from reinforge.learner.batch import collate
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.models.tiny_llama import build_tiny_llama
@@ -108,3 +109,76 @@ def test_shard_rows_cover_the_batch_in_order() -> None:
     shards = [shard_rows(9, r, 2) for r in range(2)]
     assert shards == [slice(0, 5), slice(5, 9)]
     assert [shard_rows(2, r, 3) for r in range(3)] == [slice(0, 1), slice(1, 2), slice(2, 2)]
+
+
+def test_learner_group_driver_matches_one_process_from_a_resumed_state() -> None:
+    """`reinforge train` with workers.learners=2: rank 0 (this process) drives a spawned follower.
+    The driver is handed a state loaded after it was built (as a resumed run does: weights and
+    AdamW moments of one earlier step), which must reach the follower before its first update, or
+    the follower's shard gradient and its own AdamW step would differ from rank 0's."""
+    torch.set_num_threads(1)
+    tokenizer = make_tokenizer()
+    batch = make_batch(len(tokenizer), tokenizer.pad_token_id)
+    algo = AlgoConfig(entropy_coef=0.01)
+    loss_fn = make_policy_objective(algo)
+    kwargs = dict(lr=1e-3, micro_batch_size=2, max_response_tokens=MAX_RESPONSE)
+
+    def resumed() -> PolicyLearner:
+        learner = PolicyLearner(build_tiny_llama(tokenizer, "nano", seed=0), **kwargs)
+        learner.train_step(batch, loss_fn)
+        return learner
+
+    single = resumed()
+    single_metrics = [single.train_step(batch, loss_fn) for _ in range(2)]
+
+    start = resumed()
+    other = build_tiny_llama(tokenizer, "nano", seed=1)  # what the group starts from: must be overwritten
+    group = LearnerGroup(2, FollowerSpec(other.config, kwargs, algo, threads=1, timeout_s=60), other)
+    try:
+        driver = group.learner
+        driver.model.load_state_dict(start.model.state_dict())
+        driver.optimizer.load_state_dict(start.optimizer.state_dict())
+        driver.version = start.version
+        group_metrics = [driver.train_step(batch, loss_fn) for _ in range(2)]
+    finally:
+        group.close()
+    assert [p.exitcode for p in group.followers] == [0]
+    w1, w2 = single.model.state_dict(), driver.model.state_dict()
+    assert max((w1[k] - w2[k]).abs().max().item() for k in w1) < 1e-5
+    assert driver.version == single.version == 3
+    for m1, m2 in zip(single_metrics, group_metrics):
+        assert m2["loss"] == pytest.approx(m1["loss"], rel=1e-4, abs=1e-6)
+
+
+def test_learner_group_needs_two_learners() -> None:
+    with pytest.raises(ValueError, match="at least 2 learners"):
+        LearnerGroup(1, None, None)
+
+
+def test_train_with_two_learners_matches_one(tmp_path) -> None:
+    """The whole loop (`run_training`) with workers.learners=2 against 1: same rewards, same weights
+    up to float summation order."""
+    from safetensors.torch import load_file
+
+    from reinforge.config import load_config
+    from reinforge.trainer.pipeline import run_sft_stage, run_training
+
+    tiny = [
+        "model.preset=nano", "task.train_size=100", "task.eval_size=8", "trainer.steps=3",
+        "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=8", "eval.every=100",
+        "eval.samples=1", "trainer.checkpoint_every=0", "telemetry.progress=false", "telemetry.tensorboard=false",
+        "telemetry.wandb='off'", "workers.timeout_s=60",
+    ]
+    sft = ["sft.steps=150", "sft.lr=0.003", "sft.warmup_steps=50"]  # enough that rewards differ within groups
+    warm = run_sft_stage(load_config("default", [*tiny, *sft, f"trainer.output_dir={tmp_path / 'sft'}"]))
+    runs = {}
+    for learners in (1, 2):
+        overrides = [f"model.path={warm}", "sft.steps=0", f"workers.learners={learners}", f"trainer.output_dir={tmp_path / str(learners)}"]
+        runs[learners] = run_training(load_config("default", [*tiny, *overrides]))
+    one, two = runs[1], runs[2]
+    assert two.rl.rewards == pytest.approx(one.rl.rewards, abs=1e-6)
+    assert [s["loss"] for s in two.rl.steps] == pytest.approx([s["loss"] for s in one.rl.steps], rel=1e-4, abs=1e-6)
+    w1, w2 = (load_file(r.run_dir / "final" / "model.safetensors") for r in (one, two))
+    assert max((w1[k] - w2[k]).abs().max().item() for k in w1) < 1e-5
+    w0 = load_file(warm / "model.safetensors")
+    assert max((w1[k] - w0[k]).abs().max().item() for k in w1) > 1e-4  # RL moved the weights

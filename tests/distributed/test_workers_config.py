@@ -10,11 +10,21 @@ from reinforge.engines.torch_engine import TorchEngine
 from reinforge.trainer import pipeline, preflight
 
 
-def test_workers_flag_sets_the_config_key() -> None:
-    args = _parser().parse_args(["train", "--workers", "3", "trainer.steps=1"])
+def test_workers_and_learners_flags_set_the_config_keys() -> None:
+    args = _parser().parse_args(["train", "--workers", "3", "--learners", "2", "trainer.steps=1"])
     cfg = config_from_args(args)
-    assert cfg.workers.workers == 3 and cfg.trainer.steps == 1
-    assert config_from_args(_parser().parse_args(["train"])).workers.workers == 0  # in-process by default
+    assert (cfg.workers.workers, cfg.workers.learners, cfg.trainer.steps) == (3, 2, 1)
+    default = config_from_args(_parser().parse_args(["train"])).workers
+    assert (default.workers, default.learners) == (0, 1)  # in-process by default
+
+
+def test_learners_need_a_sequence_each_per_mini_batch() -> None:
+    from reinforge.config import ConfigError
+
+    overrides = ["rollout.prompts_per_step=2", "rollout.group_size=2", "algo.mini_batches=2"]
+    with pytest.raises(ConfigError, match="workers.learners=3 .* a mini-batch holds 2"):
+        preflight.preflight(load_config("default", [*overrides, "workers.learners=3"]))
+    preflight.preflight(load_config("default", [*overrides, "workers.learners=2"]))
 
 
 def test_validate_reports_workers_without_ray(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,12 +8,15 @@ Source: Zhu et al., "The Surprising Effectiveness of Negative Reinforcement in L
 keeps the policy's entropy up and improves pass@k. Here the split is by the sign of the
 advantage; pass the raw +-1 rewards as advantages to get their objective exactly.
 
-confidence_scaled_negatives, ACE (confidence-scaled penalty for overconfident errors):
-    c_i  = sg( sum_{t in mask_i} (logp_t - logp_ref_t) )       (sequence_log_ratio)
-    A'_i = A_i * (1 + alpha * max(0, c_i))   if A_i < 0,       A_i otherwise
-A wrong answer the policy has become more confident in than the reference (c_i > 0) is penalized
-more, in proportion to that confidence; errors the policy is no surer of than the reference keep
-their advantage, and positive samples are untouched.
+confidence_scaled_negatives, ACE (Asymmetric Confidence-aware Error penalty):
+    c_i  = sg( sum_{t in mask_i} (logp_t - logp_ref_t) ) = sg( log pi(y_i|x) / pi_ref(y_i|x) )
+    A'_i = A_i * (1 + alpha * g(c_i))   if A_i < 0,   A_i otherwise
+    g = softplus (the paper's choice: smooth, so borderline errors are told apart) or relu
+Source: Xu, Sang, Zhou, He, Wang, "Overconfident Errors Need Stronger Correction: Asymmetric
+Confidence Penalties for Reinforcement Learning" (arXiv 2602.21420, 2026). A wrong answer the
+policy has become more confident in than the reference (c_i > 0) is penalized more, in proportion
+to that confidence; with relu, errors the policy is no surer of than the reference keep their
+advantage exactly (softplus still adds a small, vanishing amount); positive samples are untouched.
 """
 
 from __future__ import annotations
@@ -34,11 +37,18 @@ def sequence_log_ratio(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask:
     return diff.sum(-1)
 
 
-def confidence_scaled_negatives(advantages: torch.Tensor, seq_log_ratio: torch.Tensor, alpha: float) -> torch.Tensor:
-    """ACE: negative advantages ([N] or [N, T]) times (1 + alpha * max(0, seq_log_ratio[N])), detached scale."""
+CONFIDENCE_SHAPES = {"softplus": torch.nn.functional.softplus, "relu": torch.relu}
+
+
+def confidence_scaled_negatives(
+    advantages: torch.Tensor, seq_log_ratio: torch.Tensor, alpha: float, shape: str = "softplus"
+) -> torch.Tensor:
+    """ACE: negative advantages ([N] or [N, T]) times 1 + alpha * shape(seq_log_ratio[N]), detached scale."""
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0, got {alpha}")
-    scale = 1.0 + alpha * seq_log_ratio.detach().clamp(min=0).to(advantages.dtype)
+    if shape not in CONFIDENCE_SHAPES:
+        raise ValueError(f"unknown ACE shape {shape!r}; valid: {', '.join(CONFIDENCE_SHAPES)}")
+    scale = 1.0 + alpha * CONFIDENCE_SHAPES[shape](seq_log_ratio.detach()).to(advantages.dtype)
     if advantages.dim() == 2:
         scale = scale[:, None]
     return torch.where(advantages < 0, advantages * scale, advantages)

@@ -1,0 +1,142 @@
+"""A data-parallel learner group for `reinforge train` (`workers.learners = N > 1`).
+
+Rank 0 is the training process itself: it runs the whole RL loop (rollout, rewards, reference,
+advantages, evaluation, checkpoints) and its learner is a `DriverLearner`. Ranks 1..N-1 are
+follower processes started here; each holds a copy of the policy and its own AdamW and does one
+thing: wait for a batch, train on its shard, repeat. `DriverLearner.train_step(batch)` sends the
+whole mini-batch to the followers (one `broadcast_object_list`), trains on its own shard, and the
+gradient all-reduce inside `DataParallelPolicyLearner` makes every rank take the same step as a
+single process on the whole batch (reinforge.distributed.ddp). The RL loop does not know.
+
+State the loop restores on rank 0 after the learner exists (a resumed run's optimizer moments and
+weights) reaches the followers with the first batch: rank 0 sends its weights, optimizer state and
+version once, so every rank starts the first update from the same state.
+
+Nothing hangs: every collective runs under the process group's timeout (`workers.timeout_s`). A
+follower that dies leaves rank 0 waiting at most that long, then the run stops with the error; a
+training process that dies leaves the followers waiting that long, then they exit. A clean end
+(or an exception on rank 0) sends the followers a stop message and joins them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+import signal
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from transformers import AutoModelForCausalLM, PretrainedConfig
+
+from reinforge.config import AlgoConfig
+from reinforge.distributed.ddp import DataParallelPolicyLearner, free_port, init_distributed, shard_rows
+from reinforge.learner.batch import TrainingBatch
+from reinforge.learner.policy_learner import LossFn
+from reinforge.trainer.policy_objective import make_policy_objective
+
+STEP, STOP = "step", "stop"
+
+
+@dataclasses.dataclass
+class FollowerSpec:
+    """What a follower needs to build the same learner as rank 0 (pickled to a spawned process)."""
+
+    model_config: PretrainedConfig
+    learner_kwargs: dict[str, Any]
+    algo: AlgoConfig
+    threads: int
+    timeout_s: float
+
+
+class DriverLearner(DataParallelPolicyLearner):
+    """Rank 0's learner: `train_step` takes the whole mini-batch, as `PolicyLearner` does."""
+
+    def __init__(self, model, *args, **kwargs):
+        super().__init__(model, *args, **kwargs)
+        self._followers_synced = False
+
+    def train_step(self, batch: TrainingBatch, loss_fn: LossFn) -> dict[str, float]:
+        if len(batch) < self.world_size:
+            raise ValueError(f"a mini-batch of {len(batch)} sequences cannot be split over {self.world_size} learners")
+        state = None
+        if not self._followers_synced:
+            state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "version": self.version}
+            self._followers_synced = True
+        dist.broadcast_object_list([(STEP, batch, state)], src=0, group=self.group)
+        return super().train_step(batch.select(shard_rows(len(batch), self.rank, self.world_size)), loss_fn)
+
+    def stop_followers(self) -> None:
+        dist.broadcast_object_list([(STOP, None, None)], src=0, group=self.group)
+
+
+def serve_follower(learner: DataParallelPolicyLearner, loss_fn: LossFn) -> int:
+    """A follower's loop: train on this rank's shard of every batch rank 0 sends; returns the steps taken."""
+    steps = 0
+    while True:
+        message = [None]
+        dist.broadcast_object_list(message, src=0, group=learner.group)
+        kind, batch, state = message[0]
+        if kind == STOP:
+            return steps
+        if state is not None:
+            learner.model.load_state_dict(state["model"])
+            learner.optimizer.load_state_dict(state["optimizer"])
+            learner.version = state["version"]
+        learner.train_step(batch.select(shard_rows(len(batch), learner.rank, learner.world_size)), loss_fn)
+        steps += 1
+
+
+def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec) -> None:
+    """Entry point of a follower process (spawned: it imports reinforge afresh, inherits nothing)."""
+    # Ctrl-C reaches the whole process group; rank 0 then stops after its step with a checkpoint
+    # and stops the followers itself, so a follower must not die of it mid-update.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(spec.threads)
+    init_distributed(rank, world_size, port, timeout_s=spec.timeout_s)
+    try:
+        model = AutoModelForCausalLM.from_config(spec.model_config)  # weights come from rank 0
+        learner = DataParallelPolicyLearner(model, **spec.learner_kwargs)
+        serve_follower(learner, make_policy_objective(spec.algo))
+    finally:
+        dist.destroy_process_group()
+
+
+class LearnerGroup:
+    """Starts N-1 followers, makes this process rank 0 and `learner` its `DriverLearner` on `model`."""
+
+    def __init__(self, world_size: int, spec: FollowerSpec, model):
+        if world_size < 2:
+            raise ValueError(f"a learner group needs at least 2 learners, got {world_size}")
+        self.spec = spec
+        port = free_port()
+        context = mp.get_context("spawn")  # fork would copy this process's threads (and Ray's)
+        self.followers = [
+            context.Process(target=follower_main, args=(rank, world_size, port, spec), daemon=True, name=f"learner-rank-{rank}")
+            for rank in range(1, world_size)
+        ]
+        for process in self.followers:
+            process.start()
+        try:
+            init_distributed(0, world_size, port, timeout_s=spec.timeout_s)
+            self.learner = DriverLearner(model, **spec.learner_kwargs)
+        except BaseException:
+            self._kill()
+            raise
+
+    def _kill(self) -> None:
+        for process in self.followers:
+            if process.is_alive():
+                process.kill()
+            process.join()
+
+    def close(self) -> None:
+        """Stop the followers, join them, leave the process group; followers that do not stop are killed."""
+        try:
+            self.learner.stop_followers()
+            for process in self.followers:
+                process.join(timeout=30)
+        finally:
+            self._kill()
+            if dist.is_initialized():
+                dist.destroy_process_group()
