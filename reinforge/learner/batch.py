@@ -20,12 +20,16 @@ class TrainingBatch:
     input_ids: torch.Tensor  # [N, T]
     attention_mask: torch.Tensor  # [N, T]
     loss_mask: torch.Tensor  # [N, T-1] bool
-    old_logprobs: torch.Tensor  # [N, T-1] behaviour log-probs
+    old_logprobs: torch.Tensor  # [N, T-1] behaviour log-probs (proximal ones after a TIS forward)
     advantages: torch.Tensor  # [N] or [N, T-1]
     ref_logprobs: torch.Tensor | None = None  # [N, T-1] frozen reference
     tis_weights: torch.Tensor | None = None  # [N, T-1] truncated importance weights
     old_values: torch.Tensor | None = None  # [N, T-1] critic values before the update
     returns: torch.Tensor | None = None  # [N, T-1] critic targets
+    # [N, T-1] set instead of `tis_weights` when the proximal forward of decoupled PPO is folded
+    # into the update (reinforge.trainer.advantage_step): the loss takes its own detached
+    # log-probs as the proximal ones and weighs them against these.
+    behaviour_logprobs: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -47,6 +51,7 @@ class TrainingBatch:
             tis_weights=cut(self.tis_weights, width - 1),
             old_values=cut(self.old_values, width - 1),
             returns=cut(self.returns, width - 1),
+            behaviour_logprobs=cut(self.behaviour_logprobs, width - 1),
         )
 
     @property

@@ -22,6 +22,43 @@ from reinforge.rollout.trajectory import Trajectory
 from reinforge.trainer.turn_credit import turn_layout, void_turn_rows
 
 
+def proximal_forward_folds(algo: AlgoConfig, learner: PolicyLearner) -> bool:
+    """Whether the proximal forward of decoupled PPO can be left to the update itself.
+
+    Decoupled PPO (Fu et al., "AReaL: A Large-Scale Asynchronous Reinforcement Learning System
+    for Language Reasoning", 2025) trains on data sampled by a behaviour policy with
+
+        w_t * min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t),   r_t = pi_theta / pi_prox,
+        w_t = min(pi_prox / pi_behav, cap)   (truncated, Yao et al. 2025: losses.importance)
+
+    where pi_prox is the learner's policy before the update. When the update is ONE optimizer
+    step (epochs == mini_batches == 1; the micro-batches of gradient accumulation all run their
+    forward before that step), the weights at every micro-batch forward are still those of
+    pi_prox, so pi_prox is the detached log-probs of that forward: the loss can take them there
+    and the no-grad forward here is redundant (one full learner forward saved per step).
+
+    Kept otherwise: with several optimizer steps the later forwards no longer see pi_prox; with
+    ACE (ace_alpha > 0) the advantages need the proximal log-probs before the update (the
+    sequence log-ratio to the reference is taken from old_logprobs); and when the model has
+    active dropout, a train-mode forward is not the eval-mode forward that defines pi_prox.
+    """
+    if algo.epochs != 1 or algo.mini_batches != 1 or algo.ace_alpha > 0:
+        return False
+    return not has_active_dropout(learner.model)
+
+
+def has_active_dropout(model: torch.nn.Module) -> bool:
+    """Dropout modules with p > 0, or a config dropout rate > 0 (attention dropout in HF models is
+    often a functional call driven by `config.attention_dropout`, not a module)."""
+    if any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules()):
+        return True
+    config = getattr(model, "config", None)
+    rates = vars(config).items() if config is not None else ()
+    return any(
+        ("dropout" in name or "pdrop" in name) and isinstance(v, float) and v > 0 for name, v in rates
+    )
+
+
 def prepare_batch(
     trajectories: list[Trajectory],
     algo: AlgoConfig,
@@ -64,10 +101,15 @@ def prepare_batch(
     if algo.tis_cap is not None:
         # Decoupled PPO: the ratio is taken against the learner's own (proximal) log-probs, and
         # the gap to the policy that actually sampled is corrected by capped importance weights.
-        proximal = learner.logprobs(batch)
-        batch.tis_weights, tis_metrics = truncated_is_weights(proximal, batch.old_logprobs, mask, algo.tis_cap)
-        batch.old_logprobs = proximal
-        metrics.update(tis_metrics)
+        if proximal_forward_folds(algo, learner):
+            # The update's own forward yields the proximal log-probs: the loss computes the weights
+            # (and reports tis_weight_mean / tis_capped_frac), see policy_objective.
+            batch.behaviour_logprobs = batch.old_logprobs
+        else:
+            proximal = learner.logprobs(batch)
+            batch.tis_weights, tis_metrics = truncated_is_weights(proximal, batch.old_logprobs, mask, algo.tis_cap)
+            batch.old_logprobs = proximal
+            metrics.update(tis_metrics)
 
     if critic is not None:
         batch.old_values = critic.values(batch)
@@ -94,7 +136,7 @@ def prepare_batch(
         advantages = weight_by_sign(advantages, algo.positive_weight, algo.negative_weight)
     if algo.ace_alpha > 0:
         seq_log_ratio = sequence_log_ratio(batch.old_logprobs, batch.ref_logprobs, mask)
-        advantages = confidence_scaled_negatives(advantages, seq_log_ratio, algo.ace_alpha)
+        advantages = confidence_scaled_negatives(advantages, seq_log_ratio, algo.ace_alpha, algo.ace_shape)
     batch.advantages = advantages.float()
     batch.returns = out.returns
     metrics.update(out.metrics)

@@ -4,6 +4,17 @@
            - entropy_coef * agg(entropy)
 
 with one aggregation mode for every term, so micro-batch losses add up to the mini-batch loss.
+
+Decoupled PPO folded into the update: when a batch carries `behaviour_logprobs` (set by
+`advantage_step.prepare_batch` when the update is a single optimizer step, see
+`proximal_forward_folds` there), the proximal log-probs are this forward's own, detached,
+
+    old_logprobs = logprobs.detach(),   tis_weights = min(exp(old_logprobs - behaviour), cap)
+
+which is what the separate no-grad forward would have given, since no optimizer step happens
+between the two. The weights' metrics (tis_weight_mean, tis_capped_frac) are means over this
+micro-batch's sampled tokens; the learner weights micro-batch metrics by their token counts, so
+the logged values are the same whole-batch means prepare_batch reported without the fold.
 """
 
 from __future__ import annotations
@@ -11,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from reinforge.algos.losses.aggregation import aggregate
+from reinforge.algos.losses.importance import truncated_is_weights
 from reinforge.algos.losses.kl import kl_penalty
 from reinforge.algos.losses.policy import PolicyLossParams, get_policy_loss
 from reinforge.algos.types import LossNormalizer
@@ -41,8 +53,15 @@ def make_policy_objective(algo: AlgoConfig) -> LossFn:
 
     def loss_fn(logprobs: torch.Tensor, entropy: torch.Tensor, micro: TrainingBatch, norm: LossNormalizer):
         mask = micro.loss_mask
-        params = policy_loss_params(algo, micro.tis_weights)
-        per_token, metrics = policy_loss(logprobs, micro.old_logprobs, micro.advantages, mask, params)
+        old_logprobs, tis_weights, tis_metrics = micro.old_logprobs, micro.tis_weights, {}
+        if micro.behaviour_logprobs is not None:  # the folded proximal forward (module docstring)
+            if algo.tis_cap is None:
+                raise ValueError("a batch with behaviour_logprobs needs algo.tis_cap (decoupled PPO)")
+            old_logprobs = logprobs.detach()
+            tis_weights, tis_metrics = truncated_is_weights(old_logprobs, micro.behaviour_logprobs, mask, algo.tis_cap)
+        params = policy_loss_params(algo, tis_weights)
+        per_token, metrics = policy_loss(logprobs, old_logprobs, micro.advantages, mask, params)
+        metrics.update(tis_metrics)
         loss = aggregate(per_token, mask, algo.loss_agg, norm)
         if kl_in_loss:
             kl = kl_penalty(logprobs, micro.ref_logprobs, algo.kl_estimator) * mask

@@ -1,0 +1,167 @@
+"""Decoupled PPO with the proximal forward folded into the update (one optimizer step per RL step).
+
+With `algo.tis_cap` set and epochs == mini_batches == 1, `prepare_batch` runs no extra learner
+forward: the loss takes its own detached log-probs as the proximal ones. Checked against the
+explicit two-forward computation (no-grad `learner.logprobs`, `truncated_is_weights`, then the
+update) on a deepcopy of the same model: same weights after the step, same TIS metrics.
+
+The behaviour log-probs are made stale by hand: every sampled token's is shifted by +0.5 or -0.5
+in turn, so the raw weight exp(proximal - behaviour) is ~exp(-0.5) = 0.607 or ~exp(0.5) = 1.649
+(the sampler and the learner have the same weights); with cap 1.5 the second kind is capped, so
+tis_capped_frac = the share of -0.5 shifts and tis_weight_mean ~ the matching mix of 0.607 and 1.5.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from reinforge.algos.advantages import get_estimator
+from reinforge.algos.losses.importance import truncated_is_weights
+from reinforge.config import load_config
+from reinforge.engines.base import SamplingParams
+from reinforge.engines.torch_engine import TorchEngine
+from reinforge.envs.single_turn import SingleTurnEnv
+from reinforge.learner.batch import collate
+from reinforge.learner.policy_learner import PolicyLearner
+from reinforge.learner.reference import ReferenceModel
+from reinforge.models.tiny_llama import build_tiny_llama
+from reinforge.rollout.episodes import rollout_groups
+from reinforge.tasks.task import Task
+from reinforge.trainer.advantage_step import prepare_batch, proximal_forward_folds
+from reinforge.trainer.policy_objective import make_policy_objective
+
+TEXTS = ["1+2=", "35+7=", "123+456=", "9="]
+GROUP = 4
+REWARDS = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.5, 0.0, 1.0, 0.2, 0.0, 0.0, 0.0, 1.0]
+WEIGHTS = {"correct": 1.0}
+CAP, SHIFT = 1.5, 0.5
+
+
+def algo_config(*overrides: str):
+    return load_config("default", [f"algo.tis_cap={CAP}", *overrides]).algo
+
+
+def fresh_model(tokenizer):
+    return build_tiny_llama(tokenizer, "nano", seed=0)
+
+
+@pytest.fixture(scope="module")
+def stale(tokenizer):
+    """Trajectories sampled by `fresh_model`, with behaviour log-probs shifted +-SHIFT in turn;
+    and the share of sampled tokens shifted by -SHIFT (those whose weight is capped)."""
+    engine = TorchEngine(fresh_model(tokenizer).eval(), tokenizer.pad_token_id)
+    env = SingleTurnEnv(tokenizer, "raw")
+    tasks = [Task(id=f"t{i}", prompt=text, answer="0") for i, text in enumerate(TEXTS)]
+    params = SamplingParams(max_new_tokens=6, temperature=1.0, stop_token_ids=(tokenizer.eos_token_id,))
+    out = rollout_groups(engine, env, tasks, GROUP, params, seed=5)
+    k = down = 0
+    for t, r in zip(out, REWARDS):
+        t.rewards = {"correct": r}
+        t.reward = r
+        for i, sampled in enumerate(t.loss_mask):
+            if sampled:
+                shift = SHIFT if k % 2 == 0 else -SHIFT
+                down += shift < 0
+                t.behaviour_logprobs[i] += shift
+                k += 1
+    assert len({len(t.token_ids) for t in out}) > 1  # ragged: micro-batch trimming is exercised
+    return out, down / k
+
+
+def counting(learner: PolicyLearner) -> list[int]:
+    """Count the learner's no-grad forwards (`learner.logprobs` calls)."""
+    calls = [0]
+    original = learner.logprobs
+
+    def wrapped(batch):
+        calls[0] += 1
+        return original(batch)
+
+    learner.logprobs = wrapped
+    return calls
+
+
+def max_weight_diff(a: torch.nn.Module, b: torch.nn.Module) -> float:
+    return max((p - q).abs().max().item() for p, q in zip(a.parameters(), b.parameters()))
+
+
+@pytest.mark.parametrize("policy_loss", ["ppo_clip", "gspo"])
+@pytest.mark.parametrize("micro_batch_size", [16, 4])  # one micro-batch / gradient accumulation over 4
+def test_fold_equals_the_two_forward_update(stale, tokenizer, policy_loss: str, micro_batch_size: int) -> None:
+    trajectories, capped_share = stale
+    algo = algo_config(f"algo.policy_loss={policy_loss}")
+    assert algo.epochs == 1 and algo.mini_batches == 1
+    loss_fn = make_policy_objective(algo)
+    pad = tokenizer.pad_token_id
+    start = fresh_model(tokenizer)
+
+    # Folded: prepare_batch runs no forward; the update computes the weights.
+    folded = PolicyLearner(copy.deepcopy(start), lr=1e-3, micro_batch_size=micro_batch_size)
+    calls = counting(folded)
+    batch, prepare_metrics = prepare_batch(trajectories, algo, get_estimator(algo.advantage), WEIGHTS, pad, folded, None, None)
+    assert calls[0] == 0
+    assert batch.tis_weights is None and batch.behaviour_logprobs is not None
+    assert "tis_weight_mean" not in prepare_metrics and "tis_capped_frac" not in prepare_metrics
+    folded_metrics = folded.train_step(batch, loss_fn)
+
+    # By hand: the no-grad proximal forward, capped weights, old_logprobs = proximal, then the update.
+    by_hand = PolicyLearner(copy.deepcopy(start), lr=1e-3, micro_batch_size=micro_batch_size)
+    explicit = collate(trajectories, None, pad)
+    proximal = by_hand.logprobs(explicit)
+    explicit.tis_weights, tis_metrics = truncated_is_weights(proximal, explicit.old_logprobs, explicit.loss_mask, CAP)
+    explicit.old_logprobs = proximal
+    explicit.advantages = batch.advantages  # no ACE: the advantages do not depend on log-probs
+    explicit_metrics = by_hand.train_step(explicit, loss_fn)
+
+    assert max_weight_diff(start, folded.model) > 1e-4  # the step moved the weights ...
+    assert max_weight_diff(folded.model, by_hand.model) < 1e-6  # ... the same way
+    for key in ("tis_weight_mean", "tis_capped_frac"):
+        assert folded_metrics[key] == pytest.approx(tis_metrics[key], abs=1e-6), key
+    assert folded_metrics["loss"] == pytest.approx(explicit_metrics["loss"], abs=1e-6)
+    # Hand check of the metrics: raw weights ~exp(-SHIFT) (kept) or ~exp(SHIFT) > CAP (capped).
+    assert folded_metrics["tis_capped_frac"] == pytest.approx(capped_share, abs=1e-9)
+    expected_mean = capped_share * CAP + (1 - capped_share) * torch.exp(torch.tensor(-SHIFT)).item()
+    assert folded_metrics["tis_weight_mean"] == pytest.approx(expected_mean, abs=1e-3)
+
+
+@pytest.mark.parametrize("case", ["epochs=2", "mini_batches=2", "ace", "dropout"])
+def test_fold_is_skipped_unless_one_step_without_ace_or_dropout(stale, tokenizer, case: str) -> None:
+    trajectories, capped_share = stale
+    model, reference = fresh_model(tokenizer), None
+    if case == "ace":
+        algo = algo_config("algo.ace_alpha=0.5")  # advantages need the proximal log-probs
+        reference = ReferenceModel(fresh_model(tokenizer))
+    elif case == "dropout":
+        algo = algo_config()
+        model.config.attention_dropout = 0.1  # a train-mode forward is not pi_prox
+    else:
+        algo = algo_config(f"algo.{case}")
+    learner = PolicyLearner(model, lr=1e-3)
+    assert not proximal_forward_folds(algo, learner)
+    calls = counting(learner)
+    batch, metrics = prepare_batch(
+        trajectories, algo, get_estimator(algo.advantage), WEIGHTS, tokenizer.pad_token_id, learner, reference, None
+    )
+    assert calls[0] == 1  # the extra forward, as before
+    assert batch.behaviour_logprobs is None and batch.tis_weights is not None
+    assert metrics["tis_capped_frac"] == pytest.approx(capped_share, abs=1e-9)
+
+
+def test_fold_needs_tis_cap_and_select_carries_behaviour_logprobs(stale, tokenizer) -> None:
+    trajectories, _ = stale
+    algo = algo_config()
+    learner = PolicyLearner(fresh_model(tokenizer), lr=1e-3)
+    assert proximal_forward_folds(algo, learner)
+    no_tis = load_config("default", []).algo
+    assert not proximal_forward_folds(no_tis, learner) or no_tis.tis_cap is None
+    batch, _ = prepare_batch(trajectories, algo, get_estimator(algo.advantage), WEIGHTS, tokenizer.pad_token_id, learner, None, None)
+    rows = torch.tensor([3, 0, 9])
+    sub = batch.select(rows)
+    width = sub.loss_mask.shape[1]
+    assert torch.equal(sub.behaviour_logprobs, batch.behaviour_logprobs[rows, :width])
+    # Without a cap the loss cannot weigh the behaviour log-probs: a clear error, not a silent PPO.
+    with pytest.raises(ValueError, match="tis_cap"):
+        learner.train_step(sub, make_policy_objective(no_tis))
