@@ -36,9 +36,9 @@ flight and re-read resumed prompts) save little engine time here.
 What two cores bound: engine and learner share one machine and, for models this small, one
 Python interpreter (the decode loop is per-token Python and kernel-launch overhead, and threads
 take turns on the GIL), so overlapping them buys far less than their idle times suggest, and
-nothing when other processes already keep both cores busy; async also pays one extra learner
-forward per step (the proximal log-probs of decoupled PPO; with epochs = mini_batches = 1 they
-equal the update's own first forward, which a later change could reuse). With
+nothing when other processes already keep both cores busy. Decoupled PPO needs the proximal
+log-probs; with epochs = mini_batches = 1 (as here) they are the update's own forward, detached,
+so no extra learner forward is paid (reinforge.trainer.advantage_step.proximal_forward_folds). With
 separate devices (a GPU or a host per side, e.g. vLLM engines beside FSDP learners) the sync step
 costs engine + learner time and the async one max(engine, learner): the script prints that
 projection from the sync run's own busy times, (R + U) / max(R, U), and the same with the
