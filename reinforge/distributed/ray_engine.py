@@ -13,6 +13,24 @@ object store and has every worker load it; each worker echoes `(version, checksu
 it now holds)`, and a wrong version or checksum raises `WeightSyncError`. Every generation carries
 the version that sampled it, and a generation from another version is refused too.
 
+Two users, one set of workers. The async rollout schedule samples training batches with older
+weights than the learner's (a producer thread), while the loop's held-out evaluation samples with
+the learner's current weights through this same engine. `lane()` gives the producer its own view
+of the workers with its own weights (`RayLane.load_weights(state, version)`, versioned and
+verified like a sync). The workers hold one set of weights at a time, so every call runs under
+one lock and first loads its caller's weights if the workers hold another set (same version and
+checksum: nothing to load). Serializing is the simplest correct design here: the loop evaluates
+through the engine it was given, and evaluation is rare (`eval.every`), so a switch costs at most
+two weight loads per evaluation, while a second, local engine for evaluation would sample it with
+other random streams than a sync run with the same workers. `stage_weights(version)` snapshots
+the learner's weights without loading them (the async schedule's publish: the producer, not the
+learner, decides when the workers are busy).
+
+Partial rollouts: `generate` forwards per-row token `budgets` and a `stop_when` rule to the
+workers. One worker gets the rule as it is (so it reproduces `TorchEngine` exactly); over several
+workers the rule must split into per-worker rules over whole groups (`split(workers)`, see
+`reinforge.rollout.partial.GroupQuota`): each worker stops once its own quota is met.
+
 Nothing hangs: every wait on a worker has a deadline (`timeout_s`); a worker still busy then is
 killed and the call raises `WorkerTimeoutError`. A worker that dies (killed, out of memory, node
 lost) is replaced once: a new actor is started, given the current weights and retried on the
@@ -24,7 +42,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -59,6 +79,18 @@ def state_checksum(state: dict[str, torch.Tensor]) -> str:
         digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
         digest.update(t.reshape(-1).view(torch.uint8).numpy().data)
     return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class WeightSet:
+    """One set of weights in the object store: what a worker loads, and what it must echo."""
+
+    ref: Any  # ObjectRef of the state_dict
+    version: int
+    checksum: str
+
+    def same(self, other: WeightSet | None) -> bool:
+        return other is not None and (self.version, self.checksum) == (other.version, other.checksum)
 
 
 def shard_bounds(n: int, workers: int) -> list[tuple[int, int]]:
@@ -96,8 +128,8 @@ class EngineWorker:
         self.engine.sync_weights(version)
         return version, state_checksum(self.engine.model.state_dict())
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int | None) -> list[Generation]:
-        return self.engine.generate(prompts, params, seed=seed)
+    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int | None, budgets=None, stop_when=None) -> list[Generation]:
+        return self.engine.generate(prompts, params, seed=seed, budgets=budgets, stop_when=stop_when)
 
     def pid(self) -> int:
         return os.getpid()
@@ -134,9 +166,9 @@ class RayEngine:
             model.config, next(model.parameters()).dtype, pad_token_id, dtype, max_batch_size, fused, max(1, int(cpus_per_worker))
         )
         self._actor_class = self.ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(EngineWorker)
-        self._weights: Any = None  # ObjectRef of the current version's state_dict (kept for replacements)
-        self._checksum = ""
-        self._version_sent = 0
+        self._lock = threading.RLock()  # one caller at a time on the workers (evaluation vs the async producer)
+        self._mine: WeightSet | None = None  # the weights this engine's own `generate` samples with
+        self._held: WeightSet | None = None  # what the workers hold (kept for replacements)
         self._needs_weights: set[int] = set()  # fresh actors (after a timeout) not yet given the weights
         self._actors: list[Any] = [self._spawn() for _ in range(num_workers)]
         try:
@@ -148,37 +180,31 @@ class RayEngine:
     # ------------------------------------------------------------------ the Engine protocol
 
     def sync_weights(self, version: int) -> None:
-        state = {name: tensor.detach().cpu() for name, tensor in self.model.state_dict().items()}
-        self._checksum = state_checksum(state)
-        self._weights = self.ray.put(state)
-        self._version_sent = version
-        self._needs_weights.clear()  # every worker gets this version now
-        calls = {i: self._actors[i].load_weights.remote(self._weights, version) for i in range(self.num_workers)}
-        echoes = self._gather(calls, f"weight sync to version {version}", redo=None)
-        for i, echo in echoes.items():
-            self._verify(i, echo)
+        """Take the learner model's current weights as `version` and load them on every worker now."""
+        self.stage_weights(version)
+        with self._lock:
+            self._push(self._mine)
+
+    def stage_weights(self, version: int) -> None:
+        """Take the learner model's current weights as `version`; the workers load them when this
+        engine next samples (another caller may be using the workers meanwhile)."""
+        self._mine = self._put(self.model.state_dict(), version)
         self.policy_version = version
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int | None = None) -> list[Generation]:
-        if not prompts:
-            return []
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("every prompt needs at least one token")
-        self._reload_stale()
-        bounds = shard_bounds(len(prompts), self.num_workers)
+    def generate(
+        self,
+        prompts: list[list[int]],
+        params: SamplingParams,
+        seed: int | None = None,
+        budgets: list[int] | None = None,
+        stop_when: Callable | None = None,
+    ) -> list[Generation]:
+        """As `TorchEngine.generate` (`budgets`, `stop_when`: see the module docstring)."""
+        return self._generate(self._mine, prompts, params, seed, budgets, stop_when)
 
-        def call(i: int) -> Any:
-            start, end = bounds[i]
-            return self._actors[i].generate.remote(prompts[start:end], params, shard_seed(seed, i))
-
-        shards = self._gather({i: call(i) for i in range(len(bounds))}, "generate", redo=call)
-        results = [g for i in range(len(bounds)) for g in shards[i]]
-        stale = {g.policy_version for g in results} - {self.policy_version}
-        if stale:
-            raise WeightSyncError(
-                f"workers sampled with policy version(s) {sorted(stale)} but the engine is at {self.policy_version}"
-            )
-        return results
+    def lane(self) -> RayLane:
+        """Another user of these workers, with weights of its own (the async rollout producer)."""
+        return RayLane(self)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -196,7 +222,7 @@ class RayEngine:
         for actor in self._actors:
             self._kill(actor)
         self._actors = []
-        self._weights = None
+        self._mine = self._held = None
 
     def __enter__(self) -> "RayEngine":
         return self
@@ -205,6 +231,71 @@ class RayEngine:
         self.close()
 
     # ------------------------------------------------------------------ internals
+
+    def _put(self, state: dict[str, torch.Tensor], version: int) -> WeightSet:
+        state = {name: tensor.detach().cpu() for name, tensor in state.items()}
+        return WeightSet(self.ray.put(state), version, state_checksum(state))
+
+    def _push(self, weights: WeightSet | None) -> None:
+        """Load `weights` on every worker and check each echo (the caller holds the lock)."""
+        if weights is None:
+            raise WeightSyncError("no weights to load: sync_weights was never called")
+        self._held = weights
+        self._needs_weights.clear()  # every worker gets this version now
+        try:
+            calls = {i: self._actors[i].load_weights.remote(weights.ref, weights.version) for i in range(self.num_workers)}
+            echoes = self._gather(calls, f"weight sync to version {weights.version}", redo=None)
+            for i, echo in echoes.items():
+                self._verify(i, echo)
+        except BaseException:
+            self._held = None  # unknown: the next call loads its weights again
+            raise
+
+    def _generate(
+        self,
+        weights: WeightSet | None,
+        prompts: list[list[int]],
+        params: SamplingParams,
+        seed: int | None,
+        budgets: list[int] | None,
+        stop_when: Callable | None,
+    ) -> list[Generation]:
+        if not prompts:
+            return []
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        if budgets is not None and len(budgets) != len(prompts):
+            raise ValueError("budgets needs one positive token budget per prompt")
+        rules: list[Callable | None]
+        if stop_when is None or min(len(prompts), self.num_workers) == 1:
+            bounds = shard_bounds(len(prompts), self.num_workers)
+            rules = [stop_when] * len(bounds)
+        elif hasattr(stop_when, "split"):  # whole groups per worker, each with its own quota
+            parts = stop_when.split(self.num_workers)
+            bounds, rules = [(a, b) for a, b, _ in parts], [rule for _, _, rule in parts]
+        else:
+            raise ValueError(
+                f"stop_when over {self.num_workers} workers needs a rule that splits per worker (a `split(workers)` "
+                "method, as reinforge.rollout.partial.GroupQuota has): a plain callable sees only one worker's rows"
+            )
+        with self._lock:
+            if weights is None or not weights.same(self._held):
+                self._push(weights)
+            self._reload_stale()
+
+            def call(i: int) -> Any:
+                start, end = bounds[i]
+                shard_budgets = None if budgets is None else budgets[start:end]
+                return self._actors[i].generate.remote(prompts[start:end], params, shard_seed(seed, i), shard_budgets, rules[i])
+
+            shards = self._gather({i: call(i) for i in range(len(bounds))}, "generate", redo=call)
+        results = [g for i in range(len(bounds)) for g in shards[i]]
+        stale = {g.policy_version for g in results} - {weights.version}
+        if stale:
+            raise WeightSyncError(
+                f"workers sampled with policy version(s) {sorted(stale)} but the engine is at {weights.version}"
+            )
+        return results
 
     def _spawn(self) -> Any:
         return self._actor_class.remote(*self._worker_args)
@@ -217,10 +308,11 @@ class RayEngine:
 
     def _verify(self, worker: int, echo: tuple[int, str]) -> None:
         version, checksum = echo
-        if version != self._version_sent or checksum != self._checksum:
+        sent = self._held
+        if sent is None or version != sent.version or checksum != sent.checksum:
             raise WeightSyncError(
                 f"rollout worker {worker} echoed weights (version {version}, checksum {checksum}) but the learner sent "
-                f"(version {self._version_sent}, checksum {self._checksum}); its model differs from the learner's "
+                f"(version {sent and sent.version}, checksum {sent and sent.checksum}); its model differs from the learner's "
                 "(another model class or dtype on the worker?)"
             )
 
@@ -229,7 +321,7 @@ class RayEngine:
         self._kill(self._actors[worker])
         self._actors[worker] = self._spawn()
         self.replacements += 1
-        ref = self._actors[worker].load_weights.remote(self._weights, self._version_sent)
+        ref = self._actors[worker].load_weights.remote(self._held.ref, self._held.version)
         self._wait({worker: ref}, "a restart with the current weights")
         echo = self.ray.get(ref, timeout=self.timeout_s)
         self._verify(worker, echo)
@@ -292,7 +384,7 @@ class RayEngine:
             self._load_current_weights(worker)
 
     def _load_current_weights(self, worker: int) -> None:
-        ref = self._actors[worker].load_weights.remote(self._weights, self._version_sent)
+        ref = self._actors[worker].load_weights.remote(self._held.ref, self._held.version)
         echo = self._gather({worker: ref}, "loading the current weights", redo=None)[worker]
         self._verify(worker, echo)
         self._needs_weights.discard(worker)
@@ -309,3 +401,35 @@ class RayEngine:
             f"{total:g} CPUs, {free:g} free: a worker that gets no CPU never starts (other actors holding CPUs?). "
             "If the cluster has room, a batch may simply need longer: raise workers.timeout_s."
         )
+
+
+class RayLane:
+    """A view of a RayEngine's workers with weights of its own: the async rollout producer's
+    engine. `load_weights` ships a weight snapshot (versioned and verified like a sync); `generate`
+    samples with it, loading it again first if the workers meanwhile served the engine's other
+    user (held-out evaluation, with the learner's current weights)."""
+
+    def __init__(self, engine: RayEngine):
+        self.owner = engine
+        self.policy_version = engine.policy_version
+        self._weights: WeightSet | None = engine._mine
+
+    def load_weights(self, state: dict[str, torch.Tensor], version: int) -> None:
+        weights = self.owner._put(state, version)
+        with self.owner._lock:
+            if not weights.same(self.owner._held):
+                self.owner._push(weights)
+        self._weights, self.policy_version = weights, version
+
+    def sync_weights(self, version: int) -> None:
+        raise TypeError("a RayLane holds weight snapshots, not the learner's live model: use load_weights(state, version)")
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        params: SamplingParams,
+        seed: int | None = None,
+        budgets: list[int] | None = None,
+        stop_when: Callable | None = None,
+    ) -> list[Generation]:
+        return self.owner._generate(self._weights, prompts, params, seed, budgets, stop_when)

@@ -11,7 +11,8 @@ needs; the trajectory's `policy_version` is its oldest token's.
 
 This module holds one round of sampling (`sample_round`) and the types it works on; which groups
 are started, which must finish and which are trained is the trainer's choice
-(`reinforge.trainer.partial_collect`). Single-turn episodes only: a multi-turn episode's env state
+(`reinforge.trainer.partial_collect`). The round's stop rule is a `GroupQuota`, which Ray
+rollout workers split into one rule per worker over whole groups. Single-turn episodes only: a multi-turn episode's env state
 between turns would have to be carried across rounds too.
 """
 
@@ -59,6 +60,50 @@ class PartialGroup:
 
 
 @dataclass
+class GroupQuota:
+    """A round's stop rule (the engine's `stop_when`): stop once `need` groups are complete and
+    every must-finish group is. Called with the rows finished so far (bool [rows]); rows are
+    ordered by group, so the rule splits into per-worker rules over whole groups (`split`)."""
+
+    group_of_row: torch.Tensor  # long [rows]: index of each row's group
+    done_before: torch.Tensor  # long [groups]: episodes of each group already done before the round
+    sizes: torch.Tensor  # long [groups]
+    must: torch.Tensor  # bool [groups]
+    need: int
+
+    def __call__(self, finished: torch.Tensor) -> bool:
+        complete = self.done_before + torch.bincount(self.group_of_row[finished], minlength=len(self.sizes)) == self.sizes
+        return int(complete.sum()) >= self.need and bool(complete[self.must].all())
+
+    def split(self, workers: int) -> list[tuple[int, int, GroupQuota]]:
+        """At most `workers` contiguous row ranges [start, end) of whole groups (group counts differing
+        by at most one), each with its own rule: its must-finish groups, and a quota of complete
+        groups. The quotas add up to what the round still needs (`need` minus the groups complete
+        before it), spread as evenly as the group counts, so every worker stopping by its own rule
+        leaves at least `need` groups complete and every must-finish group complete."""
+        order = torch.unique_consecutive(self.group_of_row)  # groups with rows, in row order
+        if not bool((order[1:] > order[:-1]).all()):
+            raise ValueError("GroupQuota.split needs the rows ordered by group")
+        already = int((self.done_before == self.sizes).sum())
+        missing = max(0, self.need - already)  # <= len(order): every incomplete group has rows
+        chunks = min(workers, len(order))
+        base, extra = divmod(len(order), chunks)
+        quota, quota_extra = divmod(missing, chunks)  # so quota i <= group count i
+        parts, first, row = [], 0, 0
+        for i in range(chunks):
+            groups = order[first : first + base + (1 if i < extra else 0)]
+            first += len(groups)
+            rows = int(torch.isin(self.group_of_row, groups).sum())
+            rule = GroupQuota(
+                torch.searchsorted(groups, self.group_of_row[row : row + rows]), self.done_before[groups],
+                self.sizes[groups], self.must[groups], quota + (1 if i < quota_extra else 0),
+            )
+            parts.append((row, row + rows, rule))
+            row += rows
+        return parts
+
+
+@dataclass
 class RoundStats:
     rows: int  # episodes sent to the engine
     resumed: int  # of those, episodes continued from an earlier round
@@ -87,15 +132,13 @@ def sample_round(
             group.start_index = weights_index
     prompts = [groups[g].prompt_ids + e.token_ids for g, e in rows]
     budgets = [params.max_new_tokens - len(e.token_ids) for _, e in rows]
-    group_of_row = torch.tensor([g for g, _ in rows])
-    done_before = torch.tensor([sum(e.done for e in group.episodes) for group in groups])
-    sizes = torch.tensor([len(group.episodes) for group in groups])
-    must = torch.tensor(must_finish, dtype=torch.bool)
-
-    def stop_when(finished: torch.Tensor) -> bool:
-        complete = done_before + torch.bincount(group_of_row[finished], minlength=len(groups)) == sizes
-        return int(complete.sum()) >= need and bool(complete[must].all())
-
+    stop_when = GroupQuota(
+        group_of_row=torch.tensor([g for g, _ in rows]),
+        done_before=torch.tensor([sum(e.done for e in group.episodes) for group in groups]),
+        sizes=torch.tensor([len(group.episodes) for group in groups]),
+        must=torch.tensor(must_finish, dtype=torch.bool),
+        need=need,
+    )
     generations = engine.generate(prompts, params, seed=seed, budgets=budgets, stop_when=stop_when)
     resumed = sum(bool(e.token_ids) for _, e in rows)
     aborted = 0

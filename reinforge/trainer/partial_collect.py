@@ -4,7 +4,9 @@ Each step keeps `ceil(overprovision x prompts_per_step)` groups in flight: the g
 from earlier steps, topped up with fresh tasks. One engine call advances all of them and stops as
 soon as `prompts_per_step` groups are complete (`reinforge.rollout.partial.sample_round`); the
 step trains on the oldest complete groups and carries every other group over, finished rows and
-all, to be resumed with the next weights.
+all, to be resumed with the next weights. With Ray rollout workers the engine call splits the
+round over the workers by whole groups, each worker stopping once its share of the complete groups
+it owes (and its must-finish groups) are done (`reinforge.rollout.partial.GroupQuota.split`).
 
 Staleness stays bounded by k = `trainer.max_staleness` (in weight versions, i.e. RL steps): a
 group whose first tokens came from weights published after step a is trained at step s by the

@@ -140,11 +140,6 @@ def check_schedule(cfg: Config) -> None:
             f"{what} trains on tokens sampled by older weights: set algo.tis_cap (e.g. 2.0) for the decoupled-PPO "
             "importance correction against the behaviour log-probs"
         )
-    if t.schedule == "async" and t.max_staleness > 0 and cfg.workers.workers > 0:
-        raise ConfigError(
-            f"trainer.schedule=async samples in-process from its own weight snapshot; it does not drive Ray rollout "
-            f"workers yet (workers.workers={cfg.workers.workers}): use workers.workers=0 or trainer.schedule=sync"
-        )
     if not t.partial_rollouts:
         return
     if t.max_staleness < 1:
@@ -153,8 +148,6 @@ def check_schedule(cfg: Config) -> None:
         raise ConfigError(f"trainer.partial_rollouts=true supports single-turn episodes only (env.type={cfg.env.type})")
     if cfg.algo.dynamic_sampling:
         raise ConfigError("trainer.partial_rollouts=true and algo.dynamic_sampling=true both decide which groups a step keeps; use one of them")
-    if cfg.workers.workers > 0:
-        raise ConfigError(f"trainer.partial_rollouts=true needs an engine that can stop mid-batch; Ray rollout workers (workers.workers={cfg.workers.workers}) cannot yet")
     rows = math.ceil(t.overprovision * cfg.rollout.prompts_per_step) * cfg.rollout.group_size
     if rows > MAX_BATCH_SIZE:
         raise ConfigError(

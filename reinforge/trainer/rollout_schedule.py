@@ -27,6 +27,17 @@ between optimizer steps, so the engine never sees half-updated weights) under it
 producer loads the snapshot it needs into its own copy of the model and engine. Held-out
 evaluation keeps using the loop's engine, synced to the learner on every publish.
 
+With Ray rollout workers (`workers.workers > 0`) the workers are the producer's engine: they hold
+weights of their own, so the producer keeps no model copy; it ships the snapshot it needs to them
+(`RayLane.load_weights`, the versioned and checksummed sync) and samples there. Evaluation still
+goes through the loop's engine, the same workers: the RayEngine serializes its two users and loads
+the caller's weights when the workers hold the other's (evaluation always samples with the
+learner's current weights, the producer with its snapshot). That is the simplest correct design:
+the loop evaluates through the engine it was given, evaluation is rare (`eval.every`), and a
+separate local engine would sample it with other random streams than a sync run on the same
+workers. `publish` only stages the learner's weights for evaluation (`stage_weights`): loading
+them at once would wait for the producer's batch, and then make the producer load its own again.
+
 Checkpoints: an async schedule is drained at a checkpoint: it finishes every batch the published
 weights allow (up to step s+1+L) and waits; those batches, the partial-rollout pool and the
 producer's position go into the checkpoint (`state_dict`), together with the sampler and scorer
@@ -158,6 +169,11 @@ class SyncSchedule:
         self.close()
 
 
+def remote_workers(engine: Engine) -> bool:
+    """Ray rollout workers (a RayEngine): they hold their own weights; see the module docstring."""
+    return hasattr(engine, "lane") and hasattr(engine, "stage_weights")
+
+
 def private_engine(engine: Engine, model) -> TorchEngine:
     """An engine like the loop's, over the producer's own copy of the model."""
     if not isinstance(engine, TorchEngine):
@@ -165,6 +181,11 @@ def private_engine(engine: Engine, model) -> TorchEngine:
     twin = TorchEngine(model, engine.pad_token_id, max_batch_size=engine.max_batch_size, fused=engine.fused)
     twin.dtype = engine.dtype
     return twin
+
+
+def weights_snapshot(learner: PolicyLearner) -> dict:
+    """A copy of the learner's weights, safe from its next optimizer step."""
+    return {name: t.detach().clone() for name, t in learner.model.state_dict().items()}
 
 
 class AsyncSchedule:
@@ -182,13 +203,19 @@ class AsyncSchedule:
     ):
         self.collector, self.eval_engine, self.lag, self.max_staleness = collector, engine, lag, max_staleness
         self.last_step = last_step
-        model = copy.deepcopy(learner.model)  # the engine's own weights: only snapshots reach it
-        for p in model.parameters():
-            p.grad = None
-            p.requires_grad_(False)
-        self.model = model
-        self.engine = private_engine(engine, model)
-        self.engine.sync_weights(learner.version)
+        self.remote = remote_workers(engine)
+        if self.remote:  # the workers hold the producer's weights: no copy here (see the module docstring)
+            self.model = None
+            self.engine = engine.lane()
+            self.engine.load_weights(weights_snapshot(learner), learner.version)
+        else:
+            model = copy.deepcopy(learner.model)  # the engine's own weights: only snapshots reach it
+            for p in model.parameters():
+                p.grad = None
+                p.requires_grad_(False)
+            self.model = model
+            self.engine = private_engine(engine, model)
+            self.engine.sync_weights(learner.version)
         self.loaded_index = first_step - 1  # the weights the private copy holds now
         self.published = first_step - 1  # newest publication
         self.weights: dict[int, tuple[int, dict]] = {}  # step -> (learner version, state dict snapshot)
@@ -225,8 +252,11 @@ class AsyncSchedule:
                         del self.weights[old]
                 if snapshot is not None:
                     version, state = snapshot
-                    self.model.load_state_dict(state)
-                    self.engine.sync_weights(version)
+                    if self.remote:
+                        self.engine.load_weights(state, version)
+                    else:
+                        self.model.load_state_dict(state)
+                        self.engine.sync_weights(version)
                     self.loaded_index = index
                 collected, metrics = self.collector.collect(self.engine, step, index)
                 with self.cond:
@@ -265,12 +295,14 @@ class AsyncSchedule:
         return StepBatch(collected, {**metrics, "time/learner_idle": learner_idle, "time/engine_idle": engine_idle})
 
     def publish(self, step: int, learner: PolicyLearner) -> None:
-        self.eval_engine.sync_weights(learner.version)
+        if self.remote:
+            self.eval_engine.stage_weights(learner.version)  # loaded on the workers when evaluation samples
+        else:
+            self.eval_engine.sync_weights(learner.version)
         with self.cond:
             self.published = step
             if step + 1 + self.lag <= self.last_step:  # the batch that samples with these weights
-                state = {name: t.detach().clone() for name, t in learner.model.state_dict().items()}
-                self.weights[step] = (learner.version, state)
+                self.weights[step] = (learner.version, weights_snapshot(learner))
             self.cond.notify_all()
 
     def state_dict(self) -> dict:

@@ -19,6 +19,11 @@ def test_sync_and_async_k0_need_no_correction() -> None:
     check("trainer.partial_rollouts=true", "algo.tis_cap=2.0")
 
 
+def test_async_and_partial_rollouts_run_with_ray_workers() -> None:
+    check("trainer.schedule=async", "trainer.max_staleness=1", "algo.tis_cap=2.0", "workers.workers=2")
+    check("trainer.schedule=async", "trainer.max_staleness=2", "trainer.partial_rollouts=true", "algo.tis_cap=2.0", "workers.workers=2")
+
+
 @pytest.mark.parametrize(
     "overrides, words",
     [
@@ -28,7 +33,6 @@ def test_sync_and_async_k0_need_no_correction() -> None:
         (["trainer.partial_rollouts=true", "algo.tis_cap=2", "algo.dynamic_sampling=true"], ["algo.dynamic_sampling"]),
         (["trainer.partial_rollouts=true", "algo.tis_cap=2", "env.type=tool", "env.tools=[calculator]"], ["single-turn", "env.type=tool"]),
         (["trainer.partial_rollouts=true", "algo.tis_cap=2", "rollout.group_size=16", "trainer.overprovision=2"], ["1024", "trainer.overprovision"]),
-        (["trainer.schedule=async", "trainer.max_staleness=1", "algo.tis_cap=2", "workers.workers=2"], ["workers.workers=2"]),
     ],
 )
 def test_refusals_name_the_key(overrides: list[str], words: list[str]) -> None:
