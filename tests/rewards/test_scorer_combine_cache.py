@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -147,7 +146,5 @@ def test_preflight_names_the_bad_gate_key(gate, key, monkeypatch, tmp_path) -> N
     monkeypatch.chdir(tmp_path)
     cfg = load_config("default")
     cfg.reward.gates = [RewardGate(threshold=1.0, **gate)]
-    start = time.perf_counter()
     with pytest.raises(ConfigError, match=rf"reward\.gates\[0\]\.{key}="):
         preflight(cfg)
-    assert time.perf_counter() - start < 5

@@ -1,24 +1,20 @@
 """Preflight: every config that cannot run fails with its key named, before any model exists.
 
 These tests stay pure calls on configs: no tokenizer is trained and no model is built (model
-factories are patched to fail), and each preflight call is timed.
+factories are patched to fail, which is what "before any compute" means here; no wall-clock
+limits, which a loaded machine would make flaky).
 """
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
-import reinforge.tasks.reasoning_gym_source  # noqa: F401 - imported here so its import time is not in the timed calls
 from reinforge import cli
 from reinforge.config import ConfigError, load_config
 from reinforge.trainer import pipeline
 from reinforge.trainer.preflight import preflight
-
-FAST_S = 2.0  # generous for a loaded CI box; a preflight that builds a model takes far longer
-
 
 @pytest.fixture(autouse=True)
 def no_compute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -33,12 +29,7 @@ def no_compute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def check(*overrides: str) -> None:
-    cfg = load_config("default", list(overrides))
-    start = time.perf_counter()
-    try:
-        preflight(cfg)
-    finally:
-        assert time.perf_counter() - start < FAST_S
+    preflight(load_config("default", list(overrides)))
 
 
 def config_error(*overrides: str) -> str:
@@ -128,9 +119,7 @@ def test_non_empty_output_dir(tmp_path: Path) -> None:
 
 
 def test_cli_group_of_one_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    start = time.perf_counter()
     assert cli.main(["train", "rollout.group_size=1"]) == 2
-    assert time.perf_counter() - start < FAST_S
     captured = capsys.readouterr()
     assert "rollout.group_size" in captured.err
     assert captured.err.startswith("reinforge: config error:")

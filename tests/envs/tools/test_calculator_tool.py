@@ -72,7 +72,7 @@ def test_refusals_are_clear(expression, message) -> None:
     with pytest.raises(CalculatorError) as error:
         evaluate(expression)
     assert message in str(error.value)
-    assert time.monotonic() - start < 0.5  # refused up front, never computed
+    assert time.monotonic() - start < 5  # refused up front: computing any of these would take far longer
 
 
 def test_limits_are_configurable() -> None:

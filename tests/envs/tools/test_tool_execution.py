@@ -117,11 +117,11 @@ def test_raising_tool_reports_type_and_message(registry) -> None:
 def test_hanging_tool_times_out_promptly(registry) -> None:
     start = time.monotonic()
     result = call_tool(registry, ToolCall("hang", {"seconds": 30}))
-    assert time.monotonic() - start < 0.3 + 0.5
+    assert time.monotonic() - start < 0.3 + 5  # the tool would sleep 30 s
     assert not result.ok and result.error == "tool 'hang' timed out after 0.3s"
     start = time.monotonic()
     result = call_tool(registry, ToolCall("hang", {"seconds": 30}), timeout_s=0.1)  # override
-    assert time.monotonic() - start < 0.1 + 0.5 and "timed out after 0.1s" in result.error
+    assert time.monotonic() - start < 0.1 + 5 and "timed out after 0.1s" in result.error
     # a call that finishes within its time is unaffected by the abandoned threads
     assert call_tool(registry, ToolCall("hang", {"seconds": 0.01})).content == "woke up"
 
