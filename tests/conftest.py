@@ -74,3 +74,19 @@ def arithmetic_prompts(tokenizer) -> list[list[int]]:
     """Prompt ids of different lengths (so batches are left-padded), each starting with <bos>."""
     texts = ["1+2=", "35+7=", "123+456=", "9=", "80+801="]
     return [tokenizer(text).input_ids for text in texts]
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """Every batch the learner trains on in this test's runs: (learner version, trajectories)."""
+    from reinforge.trainer import rl_loop
+
+    batches: list[tuple[int, list]] = []
+    original = rl_loop.prepare_batch
+
+    def spy(trajectories, algo, estimator, weights, pad, learner, *rest):
+        batches.append((learner.version, list(trajectories)))
+        return original(trajectories, algo, estimator, weights, pad, learner, *rest)
+
+    monkeypatch.setattr(rl_loop, "prepare_batch", spy)
+    return batches

@@ -89,9 +89,11 @@ def serve_follower(learner: DataParallelPolicyLearner, loss_fn: LossFn) -> int:
 
 def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec) -> None:
     """Entry point of a follower process (spawned: it imports reinforge afresh, inherits nothing)."""
-    # Ctrl-C reaches the whole process group; rank 0 then stops after its step with a checkpoint
-    # and stops the followers itself, so a follower must not die of it mid-update.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Ctrl-C (and a SIGTERM sent to the whole process group) reach the followers too; rank 0 then
+    # stops after its step with a checkpoint and stops the followers itself, so a follower must
+    # not die of them mid-update. If rank 0 dies instead, the broken connection ends the follower.
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop_signal, signal.SIG_IGN)
     torch.set_num_threads(spec.threads)
     init_distributed(rank, world_size, port, timeout_s=spec.timeout_s)
     try:

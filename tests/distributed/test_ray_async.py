@@ -10,13 +10,11 @@ model with a reward random responses can earn (no warm start: a few seconds per 
 from __future__ import annotations
 
 import copy
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from reinforge.config import load_config
 from reinforge.engines.base import SamplingParams
@@ -30,6 +28,7 @@ ray = pytest.importorskip("ray")
 from reinforge.distributed.ray_cluster import start_ray, stop_ray  # noqa: E402
 from reinforge.distributed.ray_engine import RayEngine  # noqa: E402
 from reinforge.trainer.pipeline import run_training  # noqa: E402
+from run_records import assert_same_run, run_metrics  # noqa: E402
 
 CPU = 0.5
 
@@ -54,44 +53,6 @@ def ray_session():
 
 def train(run_dir: Path, *overrides: str, resume: bool = False):
     return run_training(load_config("default", [*RUN, f"trainer.output_dir={run_dir}", *overrides]), resume=resume)
-
-
-def weights(run_dir: Path) -> dict[str, torch.Tensor]:
-    return load_file(run_dir / "final" / "model.safetensors")
-
-
-def metrics(run_dir: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    timing = lambda k: k == "time" or k.startswith("time/") or "seconds" in k or k.endswith("per_s")
-    return [{k: v for k, v in r.items() if not timing(k)} for r in rows]
-
-
-def assert_same_run(a: Path, b: Path, tol: float = 1e-5) -> None:
-    wa, wb = weights(a), weights(b)
-    assert wa.keys() == wb.keys()
-    assert all(torch.allclose(wa[k], wb[k], atol=tol, rtol=0) for k in wa), "weights differ"
-    ma, mb = metrics(a), metrics(b)
-    assert [sorted(r) for r in ma] == [sorted(r) for r in mb]
-    for ra, rb in zip(ma, mb):
-        for key, value in ra.items():
-            if isinstance(value, float):
-                assert rb[key] == pytest.approx(value, abs=tol), key
-            else:
-                assert rb[key] == value, key
-
-
-@pytest.fixture
-def recorded(monkeypatch):
-    """Every batch the learner trains on: (learner version, trajectories)."""
-    batches: list[tuple[int, list]] = []
-    original = rl_loop.prepare_batch
-
-    def spy(trajectories, algo, estimator, weights, pad, learner, *rest):
-        batches.append((learner.version, list(trajectories)))
-        return original(trajectories, algo, estimator, weights, pad, learner, *rest)
-
-    monkeypatch.setattr(rl_loop, "prepare_batch", spy)
-    return batches
 
 
 # ---------------------------------------------------------------------------- the engine's two users
@@ -202,8 +163,8 @@ def in_process_k1(tmp_path_factory) -> Path:
 def test_async_k1_on_one_worker_equals_in_process(ray_session, in_process_k1: Path, tmp_path: Path, recorded) -> None:
     run = tmp_path / "ray"
     outcome = train(run, "trainer.max_staleness=1", *RAY, "trainer.checkpoint_every=2", "trainer.keep_checkpoints=10")
-    assert_same_run(in_process_k1, run)
-    assert len({r["reward"] for r in metrics(run) if "reward" in r}) > 1  # the run really learns something
+    assert_same_run(in_process_k1, run, tol=1e-5)
+    assert len({r["reward"] for r in run_metrics(run) if "reward" in r}) > 1  # the run really learns something
     assert len(recorded) == 6
     for step, (learner_version, trajectories) in enumerate(recorded, start=1):
         assert learner_version == step - 1
@@ -220,13 +181,13 @@ def test_async_k1_on_one_worker_equals_in_process(ray_session, in_process_k1: Pa
         shutil.rmtree(later)
     (copy_dir / "config.yaml").write_text((copy_dir / "config.yaml").read_text().replace(str(run), str(copy_dir)))
     run_training(load_config(str(copy_dir / "config.yaml")), resume=True)
-    assert_same_run(run, copy_dir)
+    assert_same_run(run, copy_dir, tol=1e-5)
 
 
 def test_async_k0_on_a_worker_is_sync(ray_session, tmp_path: Path) -> None:
     train(tmp_path / "sync", "trainer.schedule=sync", *RAY, "trainer.steps=3")
     train(tmp_path / "k0", "trainer.max_staleness=0", *RAY, "trainer.steps=3")
-    assert_same_run(tmp_path / "sync", tmp_path / "k0", tol=0.0)
+    assert_same_run(tmp_path / "sync", tmp_path / "k0")
 
 
 def test_async_partial_rollouts_on_one_worker_equal_in_process(ray_session, tmp_path: Path, recorded, monkeypatch) -> None:
@@ -239,8 +200,8 @@ def test_async_partial_rollouts_on_one_worker_equal_in_process(ray_session, tmp_
     train(tmp_path / "local", *partial)
     local_batches = len(recorded)
     train(tmp_path / "ray", *partial, *RAY)
-    assert_same_run(tmp_path / "local", tmp_path / "ray")
-    rows = [r for r in metrics(tmp_path / "ray") if "partial_aborted" in r]
+    assert_same_run(tmp_path / "local", tmp_path / "ray", tol=1e-5)
+    rows = [r for r in run_metrics(tmp_path / "ray") if "partial_aborted" in r]
     assert sum(r["partial_aborted"] for r in rows) > 0 and sum(r["partial_resumed"] for r in rows) > 0
     for learner_version, trajectories in recorded[local_batches:]:
         for t in trajectories:

@@ -6,7 +6,6 @@ weights (bitwise, on this CPU with one thread) and the same metrics as the run n
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -19,13 +18,13 @@ import torch
 from safetensors.torch import load_file
 
 from reinforge.cli import main
+from run_records import assert_same_run, final_weights
 
 TINY = [
     "model.preset=nano", "task.train_size=200", "task.eval_size=16", "sft.steps=150", "sft.lr=0.003",
     "rollout.prompts_per_step=4", "rollout.group_size=4", "trainer.steps=8", "eval.every=3", "eval.samples=2",
     "trainer.checkpoint_every=2", "telemetry.progress=false",
 ]
-TIMING = {"time", "step_seconds", "tokens_per_s", "reward_seconds"}
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 
 
@@ -49,15 +48,6 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float = 300) -> Non
         time.sleep(0.05)
 
 
-def metrics(run_dir: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k not in TIMING and not k.startswith("time/")} for r in rows]
-
-
-def weights(run_dir: Path) -> dict[str, torch.Tensor]:
-    return load_file(run_dir / "final" / "model.safetensors")
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("ref") / "run"
@@ -66,16 +56,10 @@ def reference(tmp_path_factory) -> Path:
     return out
 
 
-def assert_same_run(resumed: Path, reference: Path) -> None:
-    ref, got = weights(reference), weights(resumed)
-    assert all(torch.equal(ref[k], got[k]) for k in ref), "weights differ from the uninterrupted run"
-    assert metrics(resumed) == metrics(reference)
-
-
 def test_reference_run_learns_something(reference: Path) -> None:
     # Guard against a vacuous comparison: RL really changed the warm-start weights.
     warm = load_file(reference / "warm_start" / "model.safetensors")
-    final = weights(reference)
+    final = final_weights(reference)
     assert any(not torch.equal(warm[k], final[k]) for k in warm)
 
 

@@ -6,18 +6,16 @@ One supervised warm start (nano model) is shared; every RL run loads it and trai
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
-import torch
-from safetensors.torch import load_file
 
 from reinforge.config import load_config
 from reinforge.trainer import rl_loop
 from reinforge.trainer import rollout_schedule
 from reinforge.trainer.pipeline import run_sft_stage, run_training
+from run_records import assert_same_run
 
 QUIET = ["telemetry.progress=false", "telemetry.tensorboard=false", "telemetry.wandb='off'"]
 TINY = [
@@ -37,36 +35,6 @@ def warm_start(tmp_path_factory) -> Path:
 def train(warm_start: Path, run_dir: Path, *overrides: str):
     cfg = load_config("default", [*TINY, f"model.path={warm_start}", "sft.steps=0", f"trainer.output_dir={run_dir}", *overrides])
     return run_training(cfg)
-
-
-def weights(run_dir: Path) -> dict[str, torch.Tensor]:
-    return load_file(run_dir / "final" / "model.safetensors")
-
-
-def metrics(run_dir: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    timing = lambda k: k == "time" or k.startswith("time/") or "seconds" in k or k.endswith("per_s")
-    return [{k: v for k, v in r.items() if not timing(k)} for r in rows]
-
-
-def assert_same_run(a: Path, b: Path) -> None:
-    wa, wb = weights(a), weights(b)
-    assert all(torch.equal(wa[k], wb[k]) for k in wa), "weights differ"
-    assert metrics(a) == metrics(b)
-
-
-@pytest.fixture
-def recorded(monkeypatch):
-    """Every batch the learner trains on: (learner version, trajectories)."""
-    batches: list[tuple[int, list]] = []
-    original = rl_loop.prepare_batch
-
-    def spy(trajectories, algo, estimator, weights, pad, learner, *rest):
-        batches.append((learner.version, list(trajectories)))
-        return original(trajectories, algo, estimator, weights, pad, learner, *rest)
-
-    monkeypatch.setattr(rl_loop, "prepare_batch", spy)
-    return batches
 
 
 def test_async_with_k0_reproduces_sync_bitwise(warm_start: Path, tmp_path: Path, monkeypatch) -> None:
