@@ -229,7 +229,7 @@ class WorkersConfig(Section):
     workers: int = Field(0, ge=0, description="Rollout engines run as this many Ray actors, each with a copy of the model; 0 samples in-process. Needs `pip install reinforge[ray]`.")
     reward_workers: int = Field(0, ge=0, description="Reward functions run in this many Ray actors (the scorer, its cache and limits stay in-process; stateful rewards too); 0 runs them in-process.")
     address: str | None = Field(None, description="Address of an existing Ray cluster (host:port, auto or ray://...); None starts a local one that listens on loopback only.")
-    timeout_s: float = Field(300.0, gt=0, description="Deadline of a rollout worker's calls (generate, weight sync) and of any worker's start; past it the run stops with the worker named. Reward calls keep reward.timeout_s.")
+    timeout_s: float = Field(300.0, gt=0, description="Deadline of a rollout worker's calls (generate, weight sync), of any worker's start and of the data-parallel learners' collectives; past it the run stops with the worker named. Reward calls keep reward.timeout_s.")
     cpus_per_worker: float = Field(1.0, gt=0, description="CPUs Ray reserves for each rollout or reward worker (a rollout worker's torch threads too, at least 1).")
     learners: int = Field(1, ge=1, description="Policy learner processes: above 1, the update runs data-parallel over torch.distributed (gloo on CPU, NCCL on GPU); this process is rank 0 and runs the rest of the loop. The update equals the single-process one up to float summation order.")
 
