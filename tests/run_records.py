@@ -8,6 +8,7 @@ aside.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,18 @@ def run_metrics(run_dir: Path) -> list[dict]:
     """Every row of metrics.jsonl, without its timings (which no two runs share)."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return [{k: v for k, v in r.items() if not is_timing(k)} for r in rows]
+
+
+def copy_at_first_checkpoint(run_dir: Path, copy_dir: Path) -> Path:
+    """A copy of a finished run as it was at its first checkpoint (later checkpoints and the final
+    model removed, its config pointing at the copy): resuming it must reproduce `run_dir`."""
+    shutil.copytree(run_dir, copy_dir)
+    shutil.rmtree(copy_dir / "final")
+    for later in sorted((copy_dir / "checkpoints").glob("step_*"))[1:]:
+        shutil.rmtree(later)
+    config = copy_dir / "config.yaml"
+    config.write_text(config.read_text().replace(str(run_dir), str(copy_dir)))
+    return config
 
 
 def assert_same_run(a: Path, b: Path, tol: float = 0.0) -> None:

@@ -10,7 +10,6 @@ model with a reward random responses can earn (no warm start: a few seconds per 
 from __future__ import annotations
 
 import copy
-import shutil
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ ray = pytest.importorskip("ray")
 from reinforge.distributed.ray_cluster import start_ray, stop_ray  # noqa: E402
 from reinforge.distributed.ray_engine import RayEngine  # noqa: E402
 from reinforge.trainer.pipeline import run_training  # noqa: E402
-from run_records import assert_same_run, run_metrics  # noqa: E402
+from run_records import assert_same_run, copy_at_first_checkpoint, run_metrics  # noqa: E402
 
 CPU = 0.5
 
@@ -175,12 +174,7 @@ def test_async_k1_on_one_worker_equals_in_process(ray_session, in_process_k1: Pa
 
     # Resume from the step-2 checkpoint (drained mid-flight): the same weights and metrics.
     copy_dir = tmp_path / "copy"
-    shutil.copytree(run, copy_dir)
-    shutil.rmtree(copy_dir / "final")
-    for later in sorted((copy_dir / "checkpoints").glob("step_*"))[1:]:
-        shutil.rmtree(later)
-    (copy_dir / "config.yaml").write_text((copy_dir / "config.yaml").read_text().replace(str(run), str(copy_dir)))
-    run_training(load_config(str(copy_dir / "config.yaml")), resume=True)
+    run_training(load_config(str(copy_at_first_checkpoint(run, copy_dir))), resume=True)
     assert_same_run(run, copy_dir, tol=1e-5)
 
 

@@ -6,7 +6,6 @@ One supervised warm start (nano model) is shared; every RL run loads it and trai
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from reinforge.config import load_config
 from reinforge.trainer import rl_loop
 from reinforge.trainer import rollout_schedule
 from reinforge.trainer.pipeline import run_sft_stage, run_training
-from run_records import assert_same_run
+from run_records import assert_same_run, copy_at_first_checkpoint
 
 QUIET = ["telemetry.progress=false", "telemetry.tensorboard=false", "telemetry.wandb='off'"]
 TINY = [
@@ -99,11 +98,5 @@ def test_async_partial_rollouts_tag_versions_and_resume_exactly(warm_start: Path
 
     # Resume from the step-2 checkpoint, drained mid-flight: the same weights and metrics.
     copy = tmp_path / "copy"
-    shutil.copytree(full, copy)
-    shutil.rmtree(copy / "final")
-    for later in sorted((copy / "checkpoints").glob("step_*"))[1:]:
-        shutil.rmtree(later)
-    (copy / "config.yaml").write_text((copy / "config.yaml").read_text().replace(str(full), str(copy)))
-    cfg = load_config(str(copy / "config.yaml"))
-    run_training(cfg, resume=True)
+    run_training(load_config(str(copy_at_first_checkpoint(full, copy))), resume=True)
     assert_same_run(full, copy)
