@@ -182,3 +182,25 @@ def test_train_with_two_learners_matches_one(tmp_path) -> None:
     assert max((w1[k] - w2[k]).abs().max().item() for k in w1) < 1e-5
     w0 = load_file(warm / "model.safetensors")
     assert max((w1[k] - w0[k]).abs().max().item() for k in w1) > 1e-4  # RL moved the weights
+
+
+def test_a_dead_learner_follower_stops_the_update_instead_of_hanging() -> None:
+    """Kill the follower between two updates: rank 0's next collective fails (the connection is
+    gone) or times out (workers.timeout_s, 20 s here); either way train_step raises, it does not hang."""
+    torch.set_num_threads(1)
+    tokenizer = make_tokenizer()
+    batch = make_batch(len(tokenizer), tokenizer.pad_token_id)
+    algo = AlgoConfig()
+    kwargs = dict(lr=1e-3, micro_batch_size=4, max_response_tokens=MAX_RESPONSE)
+    model = build_tiny_llama(tokenizer, "nano", seed=0)
+    group = LearnerGroup(2, FollowerSpec(model.config, kwargs, algo, threads=1, timeout_s=20), model)
+    try:
+        group.learner.train_step(batch, make_policy_objective(algo))
+        follower = group.followers[0]
+        follower.kill()
+        follower.join(timeout=10)
+        with pytest.raises(RuntimeError):  # gloo: connection closed by peer (or its timeout); DistBackendError is one
+            group.learner.train_step(batch, make_policy_objective(algo))
+    finally:
+        group._kill()
+        dist.destroy_process_group()
