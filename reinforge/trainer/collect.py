@@ -39,6 +39,16 @@ def informative_groups(trajectories: list[Trajectory]) -> list[list[Trajectory]]
     return [g for g in groups.values() if len({t.reward for t in g}) > 1]
 
 
+def step_seed(seed: int, step: int) -> int:
+    """The sampling seed of RL step `step` of a run seeded `seed`."""
+    return seed * 1_000_003 + step
+
+
+def round_seed(step_seed: int, round_: int) -> int:
+    """The seed of sampling round `round_` (0, 1, ...) of a step: rounds never share a stream."""
+    return step_seed * 16 + round_
+
+
 def collect_groups(
     engine: Engine,
     env: Env,
@@ -66,7 +76,7 @@ def collect_groups(
         tasks.update({t.id: t for t in batch})
         t0 = time.perf_counter()
         trajectories = rollout_groups(
-            engine, env, batch, group_size, params, seed=seed * 16 + rounds - 1, first_group_id=next_group,
+            engine, env, batch, group_size, params, seed=round_seed(seed, rounds - 1), first_group_id=next_group,
             max_episode_tokens=max_episode_tokens, env_workers=env_workers,
         )
         t1 = time.perf_counter()

@@ -26,7 +26,7 @@ from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.base import Env
 from reinforge.rewards.scorer import RewardScorer
 from reinforge.rollout.partial import PartialEpisode, PartialGroup, group_trajectories, sample_round
-from reinforge.trainer.collect import Collected
+from reinforge.trainer.collect import Collected, round_seed, step_seed
 from reinforge.trainer.task_sampler import TaskSampler
 
 
@@ -65,7 +65,7 @@ class PartialCollector:
         # A group started after step a must be trained by step a+1+k: if that is this step, finish it now.
         must_finish = [g.start_index is not None and step - g.start_index > self.max_staleness for g in self.pool]
         t0 = time.perf_counter()
-        seed = (self.seed * 1_000_003 + step) * 16  # the step's seed, as `collect_groups` derives its first round's
+        seed = round_seed(step_seed(self.seed, step), 0)  # the seed `collect_groups` gives its first round
         stats = sample_round(engine, self.pool, self.params, seed, weights_index, self.prompts, must_finish)
         t1 = time.perf_counter()
 

@@ -63,7 +63,7 @@ from reinforge.envs.base import Env
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.rewards.scorer import RewardScorer
 from reinforge.rollout.trajectory import Trajectory
-from reinforge.trainer.collect import Collected, collect_groups
+from reinforge.trainer.collect import Collected, collect_groups, step_seed
 from reinforge.trainer.partial_collect import PartialCollector
 from reinforge.trainer.task_sampler import TaskSampler
 
@@ -84,10 +84,6 @@ class Collector(Protocol):
     def state_dict(self) -> dict: ...
 
     def load_state_dict(self, state: dict) -> None: ...
-
-
-def step_seed(seed: int, step: int) -> int:
-    return seed * 1_000_003 + step
 
 
 class GroupCollector:
