@@ -40,11 +40,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     cmp.add_argument("--seeds", type=int, default=3, help="seeds per method (default 3)")
     cmp.add_argument("--output", help="comparison directory (default: runs/compare-<timestamp>)")
-    ev = sub.add_parser("eval", help="score a saved model on held-out tasks: accuracy, mean@k, pass@k, with CIs")
+    ev = sub.add_parser("eval", help="score a saved model on held-out tasks: accuracy, mean@k (= pass@1), pass@k, with CIs")
     ev.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted config overrides, e.g. task.eval_size=200")
     ev.add_argument("--model", required=True, help="local Hugging Face model directory")
-    ev.add_argument("--samples", type=int, help="sampled completions per task (default: the recipe's eval.samples)")
-    ev.add_argument("--recipe", default="default", help="recipe whose task section is evaluated (default: default)")
+    ev.add_argument("--samples", type=int, help="sampled completions per task (default: the config's eval.samples)")
+    ev.add_argument(
+        "--recipe",
+        help="recipe to evaluate under (default: the run's own config.yaml when --model is inside a run "
+        "directory, e.g. RUN/final; else the default recipe)",
+    )
     ev.add_argument("--output", help="report directory (default: runs/eval-<timestamp>)")
     config = sub.add_parser("config", help="print or check a resolved config (keys: docs/config.md)")
     config_sub = config.add_subparsers(dest="config_command", required=True)
@@ -109,17 +113,19 @@ def config_command(args: argparse.Namespace) -> int:
 
 
 def eval_command(args: argparse.Namespace) -> int:
-    """`eval`: the recipe's task section (plus overrides) on `--model`; writes eval.json / eval.md."""
-    overrides = [*args.overrides, f"model.path={args.model}"]
+    """`eval`: the run's own config (or --recipe) plus overrides on `--model`; writes eval.json / eval.md."""
+    from reinforge.trainer.eval_config import eval_config  # loads no model
+
+    overrides = list(args.overrides)
     if args.samples is not None:
         overrides.append(f"eval.samples={args.samples}")
-    cfg = load_config(args.recipe, overrides)
+    chosen = eval_config(args.model, args.recipe, overrides)
     from transformers.utils import logging as hf_logging
 
     from reinforge.trainer.eval_command import run_eval
 
     hf_logging.disable_progress_bar()
-    run_eval(cfg, Path(args.output) if args.output else None)
+    run_eval(chosen.config, Path(args.output) if args.output else None, config_source=chosen.source)
     return 0
 
 

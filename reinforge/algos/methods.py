@@ -15,9 +15,16 @@ METHODS: dict[str, dict[str, Any]] = {
     "dr_grpo": {"algo.advantage": "dr_grpo", "algo.loss_agg": "constant"},
     # Ahmadian et al. 2024 (Back to Basics): leave-one-out baseline.
     "rloo": {"algo.advantage": "rloo"},
-    # Hu 2025 (REINFORCE++): batch-global normalization, KL folded into the reward.
-    "reinforce_pp": {"algo.advantage": "reinforce_pp"},
-    "reinforce_pp_baseline": {"algo.advantage": "reinforce_pp_baseline"},
+    # Hu et al. 2025 (REINFORCE++): batch-global normalization, KL folded into the reward token by
+    # token. The KL is the paper's log-ratio (k1) with the coefficient and estimator that OpenRLHF,
+    # its reference implementation, defaults to (--algo.kl.init_coef 0.01, --algo.kl.estimator k1).
+    "reinforce_pp": {"algo.advantage": "reinforce_pp", "algo.kl_in_reward": True, "algo.kl_coef": 0.01, "algo.kl_estimator": "k1"},
+    # REINFORCE++ w/ baseline: group-mean baseline, then the same batch-global normalization. Its
+    # reference scripts (OpenRLHF train_reinforce_baseline_*.sh) put the KL in the loss, not the
+    # reward (--algo.kl.use_loss --algo.kl.estimator k2 --algo.kl.init_coef 1e-5): so does this preset.
+    "reinforce_pp_baseline": {
+        "algo.advantage": "reinforce_pp_baseline", "algo.kl_in_reward": False, "algo.kl_coef": 1e-5, "algo.kl_estimator": "k2",
+    },
     # Yu et al. 2025 (DAPO): clip-higher, token-level loss, dynamic sampling.
     "dapo": {"algo.advantage": "grpo", "algo.clip_eps_high": 0.28, "algo.loss_agg": "token_mean", "algo.dynamic_sampling": True},
     # Zheng et al. 2025 (GSPO): sequence-level ratio with its small clip ranges.

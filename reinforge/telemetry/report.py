@@ -17,8 +17,9 @@ import yaml
 
 from reinforge.telemetry.jsonl_sink import read_jsonl_metrics
 from reinforge.telemetry.report_plots import line_chart, time_chart
+from reinforge.telemetry.summary import logged_sft_seconds, run_time_rows
 
-PHASES = ("rollout", "reward", "prepare", "update", "eval")
+RL_PHASES = ("rollout", "reward", "prepare", "update")  # each `rl` record's time/<phase>; eval has its own records
 PICKS = ("best", "worst", "random")
 esc = html.escape
 
@@ -36,17 +37,32 @@ def metric_keys(rows: list[dict], stage: str) -> list[str]:
 
 
 def phase_seconds(rows: list[dict]) -> dict[str, list[tuple[float, float]]]:
-    """Per-step seconds of each phase. Eval time is not a metric: it is the gap between a step's
-    `rl` record and the `eval` record logged right after it (both carry a wall-clock `time`)."""
-    phases = {p: series(rows, "rl", f"time/{p}") for p in PHASES}
+    """Per-step seconds of each phase, as the run logged them: `time/<phase>` of each `rl` record and
+    `time/eval` of each `eval` record, the evaluation before the first step included (at step 0).
+    These are the numbers the console summary adds up, so the two agree."""
+    phases = {p: series(rows, "rl", f"time/{p}") for p in RL_PHASES}
     if not any(phases.values()):  # runs from before per-phase metrics: the whole step, undivided
         phases["step"] = series(rows, "rl", "step_seconds")
-    phases["eval"] = phases["eval"] or [
+    # Runs from before `time/eval` was logged: the gap between a step's `rl` record and the `eval`
+    # record logged right after it (the step-0 evaluation, with no `rl` record before it, is lost).
+    phases["eval"] = series(rows, "eval", "time/eval") or [
         (cur["step"], cur["time"] - prev["time"])
         for prev, cur in zip(rows, rows[1:])
         if cur.get("stage") == "eval" and prev.get("stage") == "rl" and prev.get("step") == cur.get("step")
     ]
     return phases
+
+
+def sft_steps(rows: list[dict], planned: int | None) -> str:
+    """Warm-up steps taken, from the step numbers logged (every 10th step and the last; they count
+    from 0), against `sft.steps` of the run's config when known."""
+    logged = [r["step"] for r in rows if r.get("stage") == "sft"]
+    done = max(logged) + 1 if logged else 0
+    if planned is None or done == planned:
+        return str(done)
+    if done < planned:  # the last step is always logged: the warm-up did not finish
+        return f"at least {done} of {planned} (the warm-up stopped early)"
+    return f"{done} (config says sft.steps={planned})"
 
 
 def plots(rows: list[dict]) -> list[str]:
@@ -68,17 +84,20 @@ def plots(rows: list[dict]) -> list[str]:
     return [c for c in charts if c is not None]
 
 
-def header(run_dir: Path, rows: list[dict]) -> str:
+def header(run_dir: Path, rows: list[dict], config: dict[str, Any]) -> str:
     rl_steps = len({r["step"] for r in rows if r.get("stage") == "rl"})  # distinct: a resumed run may log a step twice
-    sft_steps = len({r["step"] for r in rows if r.get("stage") == "sft"})  # SFT counts from 0, RL from 1
+    sft = config.get("sft")
+    planned_sft = sft.get("steps") if isinstance(sft, dict) else None
     acc = series(rows, "eval", "accuracy")
-    seconds = sum(s for points in phase_seconds(rows).values() for _, s in points)
+    phases = {phase: sum(s for _, s in points) for phase, points in phase_seconds(rows).items()}
+    times = run_time_rows(logged_sft_seconds(rows), phases)  # the console summary's rows, from the same log
     facts = [
         ("run directory", str(run_dir)),
         ("RL steps", str(rl_steps)),
-        ("SFT steps", str(sft_steps)),
+        ("SFT steps", sft_steps(rows, planned_sft if isinstance(planned_sft, int) else None)),
         ("held-out accuracy", f"{acc[0][1]:.3f} (step {acc[0][0]}) → {acc[-1][1]:.3f} (step {acc[-1][0]})" if acc else "not evaluated"),
-        ("time in RL steps and evaluation", f"{seconds:.1f} s"),
+        ("time in RL steps and evaluation", f"{sum(phases.values()):.1f} s"),
+        *[(f"time: {phase}", spent) for phase, spent in times],
     ]
     final = f"{acc[-1][1]:.3f}" if acc else "—"
     cells = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts)
@@ -228,8 +247,13 @@ def write_report(run_dir: Path, output: Path | None = None) -> Path:
     config_path = run_dir / "config.yaml"
     config_text = config_path.read_text(encoding="utf-8") if config_path.exists() else "(no config.yaml)"
     try:
-        seed = int(((yaml.safe_load(config_text) or {}).get("trainer") or {}).get("seed", 0))
-    except (yaml.YAMLError, AttributeError, TypeError, ValueError):
+        config = yaml.safe_load(config_text) if config_path.exists() else {}
+    except yaml.YAMLError:
+        config = {}
+    config = config if isinstance(config, dict) else {}
+    try:
+        seed = int((config.get("trainer") or {}).get("seed", 0))
+    except (AttributeError, TypeError, ValueError):
         seed = 0
     samples, eval_samples = read_records(run_dir / "samples.jsonl"), read_records(run_dir / "eval_samples.jsonl")
     figures = "".join(f'<div class="plot">{svg}</div>' for svg in plots(rows))
@@ -237,7 +261,7 @@ def write_report(run_dir: Path, output: Path | None = None) -> Path:
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>reinforge report: {esc(run_dir.name)}</title><style>{STYLE}</style></head>
 <body><main>
-{header(run_dir, rows)}
+{header(run_dir, rows, config)}
 <h2>Curves</h2><div class="plots">{figures}</div>
 <h2>Trajectories</h2>{browser(rows, samples, eval_samples, seed)}
 <h2>Config</h2><pre class="config">{esc(config_text)}</pre>

@@ -63,8 +63,11 @@ def line_chart(title: str, series: Series, ylabel: str, prefix: str, xlabel: str
     return figure_to_svg(fig, prefix)
 
 
-def time_chart(per_step: Series, prefix: str) -> str | None:
-    """Seconds per step, stacked by phase; the legend gives each phase's total and share."""
+def time_figure(per_step: Series) -> plt.Figure | None:
+    """Seconds per step, stacked by phase; the legend gives each phase's total and share, and the
+    tallest bar is labelled with its seconds. The y axis is set to hold that bar and its label:
+    autoscaling would not, since a bar segment's bottom is a "sticky" edge that no margin may
+    cross, so a step whose tallest stack ends at an empty segment got no headroom at all."""
     per_step = {phase: points for phase, points in per_step.items() if points}
     if not per_step:
         return None
@@ -75,11 +78,23 @@ def time_chart(per_step: Series, prefix: str) -> str | None:
     bottom = dict.fromkeys(steps, 0.0)
     for phase, points in per_step.items():
         values = dict(points)
-        heights = [values.get(step, 0.0) for step in steps]
+        drawn = [step for step in steps if values.get(step, 0.0) > 0]  # no zero-height segments
+        heights = [values[step] for step in drawn]
         label = f"{phase}: {totals[phase]:.1f} s ({100 * totals[phase] / grand:.0f}%)"
-        ax.bar(steps, heights, bottom=[bottom[s] for s in steps], width=0.85, label=label,
+        ax.bar(drawn, heights, bottom=[bottom[s] for s in drawn], width=0.85, label=label,
                color=PHASE_COLORS.get(phase))
-        for step, h in zip(steps, heights):
+        for step, h in zip(drawn, heights):
             bottom[step] += h
+    tallest = max(steps, key=lambda s: bottom[s])
+    top = bottom[tallest]
+    if top > 0:
+        ax.annotate(f"{top:.3g} s", (tallest, top), xytext=(0, 2), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=8)
+        ax.set_ylim(0, top * 1.2)  # the label is ~6% of the axes high at this figure size
     ax.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
-    return figure_to_svg(fig, prefix)
+    return fig
+
+
+def time_chart(per_step: Series, prefix: str) -> str | None:
+    fig = time_figure(per_step)
+    return None if fig is None else figure_to_svg(fig, prefix)

@@ -72,3 +72,16 @@ def time_split(seconds: Mapping[str, float]) -> list[tuple[str, str]]:
         share = 100.0 * spent / total if total > 0 else 0.0
         rows.append((phase, f"{spent:.1f} s ({share:.0f}%)"))
     return rows
+
+
+def run_time_rows(sft_seconds: float, phase_seconds: Mapping[str, float]) -> list[tuple[str, str]]:
+    """The time rows of a run's summary: the warm-up, then each RL phase that took time (evaluation
+    included) with its share. The console and `reinforge report` both print these, from the same
+    logged numbers, so the two agree."""
+    return [("sft", f"{sft_seconds:.1f} s"), *time_split({phase: s for phase, s in phase_seconds.items() if s > 0})]
+
+
+def logged_sft_seconds(records: Sequence[Mapping]) -> float:
+    """The warm-up's seconds as its last logged record has them (`time/sft`); 0 if it logged none."""
+    times = [r["time/sft"] for r in records if r.get("stage") == "sft" and "time/sft" in r]
+    return times[-1] if times else 0.0

@@ -1,10 +1,12 @@
 """`reinforge eval --model DIR --samples K`: score a saved model on the held-out tasks.
 
-Loads a local Hugging Face model directory and the held-out split of the configured task source,
+Loads a local Hugging Face model directory and the held-out split of the configured task source
+(the run's own config when the model is inside a run directory: reinforge.trainer.eval_config),
 runs `evaluate` (greedy + K samples per task, the same code the training loop uses), and reports
-greedy accuracy, mean@K and pass@k with 95% bootstrap CIs, overall and per task family: as a
-table on the terminal, and as `eval.json` / `eval.md` (plus every response in
-`eval_records.jsonl`) in the output directory.
+greedy accuracy, mean@K and pass@k (k >= 2) with 95% bootstrap CIs, overall and per task family:
+as a table on the terminal, and as `eval.json` / `eval.md` (plus every response in
+`eval_records.jsonl`) in the output directory. mean@K is also pass@1 (the unbiased pass@1 from K
+samples is the fraction solved), so it is one column, and the output says so.
 """
 
 from __future__ import annotations
@@ -32,9 +34,15 @@ from reinforge.trainer.eval_metrics import summarize
 from reinforge.trainer.evaluation import evaluate
 
 
+MEAN_IS_PASS_1 = "mean@{k} (the fraction of the {k} samples that solve a task) is also the unbiased pass@1 estimate, so it is printed once"
+
+
 def default_k_values(samples: int) -> list[int]:
-    """pass@k reported for k = 1, 2, 4, ... and k = samples (a column per k up to 16 is noise)."""
-    ks = {1, samples}
+    """pass@k reported for k = 2, 4, ... and k = samples (a column per k up to 16 is noise); k = 1
+    is mean@samples itself (eval_metrics.per_task_scores)."""
+    if samples < 2:
+        return []
+    ks = {samples}
     k = 2
     while k < samples:
         ks.add(k)
@@ -91,6 +99,8 @@ def render_markdown(summary: dict[str, Any], settings: dict[str, Any]) -> str:
         f"- greedy, and {summary['samples']} samples per task at temperature {settings['temperature']}, "
         f"max {settings['max_new_tokens']} new tokens",
         f"- brackets: {summary['ci_level']:.0%} percentile-bootstrap CI over tasks, in percent",
+        *([f"- {MEAN_IS_PASS_1.format(k=summary['samples'])}"] if summary["samples"] else []),
+        f"- config: {settings['config_source']}",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
@@ -110,10 +120,14 @@ def print_report(summary: dict[str, Any], console: Console | None = None) -> Non
     (console or Console()).print(table)
 
 
-def run_eval(cfg: Config, output: Path | None = None, k_values: Sequence[int] | None = None) -> dict[str, Any]:
-    """Evaluate `cfg.model.path` on the held-out tasks of `cfg.task`; returns what eval.json holds."""
+def run_eval(
+    cfg: Config, output: Path | None = None, k_values: Sequence[int] | None = None, config_source: str = "given config"
+) -> dict[str, Any]:
+    """Evaluate `cfg.model.path` on the held-out tasks of `cfg.task`; returns what eval.json holds.
+    `config_source` says where `cfg` came from; it is printed first and kept in the report."""
     out = output or default_output_dir()
     check_eval_config(cfg, out)
+    Console().print(f"config: {escape(config_source)}", highlight=False)
     torch.manual_seed(cfg.trainer.seed)
     if cfg.trainer.threads:
         torch.set_num_threads(cfg.trainer.threads)
@@ -144,6 +158,7 @@ def run_eval(cfg: Config, output: Path | None = None, k_values: Sequence[int] | 
         "seed": cfg.trainer.seed,
         "temperature": cfg.rollout.temperature,
         "max_new_tokens": max_new_tokens,
+        "config_source": config_source,
     }
     report = {**settings, "task": cfg.task.model_dump(mode="json"), "seconds": seconds, "metrics": metrics, **summary}
 
@@ -156,5 +171,8 @@ def run_eval(cfg: Config, output: Path | None = None, k_values: Sequence[int] | 
             f.write(json.dumps(record) + "\n")
 
     print_report(summary)
-    Console().print(f"{summary['tasks']} tasks in {seconds:.1f} s; report in {out}")
+    console = Console(highlight=False)
+    if summary["samples"]:
+        console.print(MEAN_IS_PASS_1.format(k=summary["samples"]))
+    console.print(f"{summary['tasks']} tasks in {seconds:.1f} s; report in {out}")
     return report

@@ -74,15 +74,18 @@ def samples_per_task(records: Sequence[Mapping[str, Any]]) -> int:
 
 def per_task_scores(records: Sequence[Mapping[str, Any]], k_values: Iterable[int]) -> dict[str, np.ndarray]:
     """One score per task for each metric: `accuracy` (greedy solved, 0/1), `mean@n` (fraction
-    of the n samples solved) and `pass@k` for each k in k_values with 1 <= k <= n. Every metric
-    is the mean of its array over tasks, which is what the bootstrap resamples."""
+    of the n samples solved) and `pass@k` for each k in k_values with 2 <= k <= n. Every metric
+    is the mean of its array over tasks, which is what the bootstrap resamples.
+
+    pass@1 is not a separate metric: its unbiased estimate from n samples, 1 - C(n-c, 1) / C(n, 1)
+    = c/n, is mean@n itself, so it would be the same column twice; mean@n is the one reported."""
     n = samples_per_task(records)
     scores = {"accuracy": np.array([float(bool(r["correct"])) for r in records])}
     if n == 0:
         return scores
     solved = [sum(bool(s) for s in r["sample_correct"]) for r in records]
     scores[f"mean@{n}"] = np.array([c / n for c in solved])
-    for k in sorted({k for k in k_values if 1 <= k <= n}):
+    for k in sorted({k for k in k_values if 2 <= k <= n}):
         scores[f"pass@{k}"] = np.array([pass_at_k(n, c, k) for c in solved])
     return scores
 
@@ -101,17 +104,18 @@ def summarize(
     resamples: int = 1000,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Greedy accuracy, mean@n and pass@k (k in k_values, default 1..n), each with a 95%
-    bootstrap CI over tasks, overall and per task family:
+    """Greedy accuracy, mean@n (which is pass@1) and pass@k (k in k_values, default 2..n), each
+    with a 95% bootstrap CI over tasks, overall and per task family:
 
         {"tasks": 16, "samples": n, "ci_level": 0.95,
-         "overall": {"accuracy": {"value", "ci_low", "ci_high"}, "mean@n": {...}, "pass@1": {...}, ...},
+         "overall": {"accuracy": {"value", "ci_low", "ci_high"}, "mean@n": {...}, "pass@2": {...}, ...},
          "families": {"carry": {"tasks": 7, "metrics": {...same keys...}}, ...}}
 
-    Families are listed in sorted order. Ks above n are dropped (pass@k needs k <= n samples).
+    Families are listed in sorted order. Ks above n are dropped (pass@k needs k <= n samples), and
+    k = 1 is mean@n (see per_task_scores).
     """
     n = samples_per_task(records)
-    ks = sorted(set(range(1, n + 1) if k_values is None else k_values))
+    ks = sorted(set(range(2, n + 1) if k_values is None else k_values))
     by_family: dict[str, list[Mapping[str, Any]]] = {}
     for record in records:
         by_family.setdefault(record_family(record), []).append(record)

@@ -36,8 +36,8 @@ def evaluate(
     """Returns metrics and one record per task.
 
     Metrics: `accuracy` (greedy), `mean@{samples}` (fraction of the samples drawn at
-    `temperature` that solve the task), `pass@{samples}` (unbiased estimator, here: some sample
-    solves it), `accuracy/{family}` per task family, `eval_tasks`, and for multi-turn envs the
+    `temperature` that solve the task; also the unbiased pass@1), `pass@{samples}` when samples > 1
+    (unbiased estimator, here: some sample solves it), `accuracy/{family}` per task family, `eval_tasks`, and for multi-turn envs the
     greedy episodes' tool use (`reinforge.rollout.episode_metrics`). Records hold the task id,
     prompt, answer, family, greedy response (and its turn-by-turn transcript when there are
     several turns) and correctness, and the sampled responses with their correctness

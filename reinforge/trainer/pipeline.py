@@ -26,7 +26,7 @@ from reinforge.rewards.builtin import build_component
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.tasks.registry import load_tasks
 from reinforge.tasks.task import TaskSplits, task_text
-from reinforge.telemetry import MetricsLogger, print_summary, reward_curve_summary, time_split
+from reinforge.telemetry import MetricsLogger, logged_sft_seconds, print_summary, reward_curve_summary, run_time_rows
 from reinforge.telemetry.wandb_sink import wandb_available
 from reinforge.trainer.preflight import check_prompt_lengths, preflight
 from reinforge.trainer.rl_loop import RLComponents, RLResult, episode_token_budget, run_rl
@@ -170,12 +170,11 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
     check_prompt_lengths([len(env.prompt_ids(t)) for t in tasks.train + tasks.eval], budget, model.config.max_position_embeddings)
 
     with open_logger(cfg, run_dir) as logger, GracefulStop() as stop:
-        start = time.perf_counter()
         if state is None:
             run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress, stop)
             if cfg.sft.steps:
                 save_model(model, tokenizer, run_dir / "warm_start")
-        sft_seconds = time.perf_counter() - start
+        sft_seconds = logged_sft_seconds(logger.history)  # as logged, so `reinforge report` agrees
 
         scorer = build_scorer(cfg)
         learner, learner_group = build_learner(cfg, model, env)
@@ -212,8 +211,7 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
         ("reward, first 10% of steps", f"{curve['first_10pct_mean']:.3f}"),
         ("reward, last 10% of steps", f"{curve['last_10pct_mean']:.3f}"),
         ("reward, best 10-step average", f"{curve['max_moving_avg_10']:.3f}"),
-        ("sft", f"{sft_seconds:.1f} s"),
-        *time_split({phase: s for phase, s in result.seconds.items() if s > 0}),
+        *run_time_rows(sft_seconds, result.seconds),
         ("run directory", str(run_dir)),
     ]
     print_summary(rows, title="reinforge train")

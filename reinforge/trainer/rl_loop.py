@@ -157,9 +157,12 @@ def run_rl(
         )
         with open(run_dir / "eval_samples.jsonl", "a") as eval_file:  # read by `reinforge report`
             eval_file.writelines(json.dumps({"step": step, **r}, default=str) + "\n" for r in records)
-        result.seconds["eval"] += time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        result.seconds["eval"] += seconds
         result.evals.append({"step": step, **metrics})
-        logger.log(step, metrics, stage="eval")
+        # time/eval: what the console summary adds up, so `reinforge report` (which reads the log,
+        # the step-0 evaluation included) shows the same time.
+        logger.log(step, {**metrics, "time/eval": seconds}, stage="eval")
         return metrics
 
     first_step = 1

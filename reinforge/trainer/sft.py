@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 
 import torch
 import torch.nn.functional as F
@@ -74,6 +75,7 @@ def run_sft(
     rng = random.Random(seed)
     order: list[int] = []
     losses = []
+    start = time.perf_counter()
     model.train()
     with ProgressDisplay(cfg.steps, "SFT warm-up", enabled=show_progress) as progress:
         for step in range(cfg.steps):
@@ -89,7 +91,10 @@ def run_sft(
             scheduler.step()
             losses.append(loss.item())
             if logger is not None and (step % 10 == 0 or step == cfg.steps - 1):
-                logger.log(step, {"loss": losses[-1], "lr": scheduler.get_last_lr()[0]}, stage="sft")
+                # time/sft: seconds since the warm-up began; the last record's is the warm-up's time,
+                # which the console summary and `reinforge report` both read from the log.
+                metrics = {"loss": losses[-1], "lr": scheduler.get_last_lr()[0], "time/sft": time.perf_counter() - start}
+                logger.log(step, metrics, stage="sft")
             progress.update(step + 1, {"loss": losses[-1]})
             if stop is not None and stop.requested is not None:
                 raise RunInterrupted(stop.requested, 0, None)

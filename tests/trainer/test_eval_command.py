@@ -7,13 +7,17 @@ from pathlib import Path
 
 import pytest
 
+import yaml
+
 from reinforge.cli import main
+from reinforge.config import ConfigError, dump_config, load_config
 from reinforge.engines.base import Generation
 from reinforge.envs.single_turn import SingleTurnEnv
 from reinforge.models.loading import save_model
 from reinforge.tasks.arithmetic import make_task
 from reinforge.tasks.task import Task
 from reinforge.trainer.eval_command import default_k_values, format_metric
+from reinforge.trainer.eval_config import eval_config, find_run_config
 from reinforge.trainer.evaluation import evaluate
 
 
@@ -80,10 +84,11 @@ def test_evaluate_reports_pass_at_k_per_family_accuracy_and_sample_correctness()
 
 
 def test_default_k_values() -> None:
-    assert default_k_values(1) == [1]
-    assert default_k_values(2) == [1, 2]
-    assert default_k_values(5) == [1, 2, 4, 5]
-    assert default_k_values(16) == [1, 2, 4, 8, 16]
+    # k = 1 is never listed: pass@1 from k samples is mean@k, which has its own column
+    assert default_k_values(1) == []
+    assert default_k_values(2) == [2]
+    assert default_k_values(5) == [2, 4, 5]
+    assert default_k_values(16) == [2, 4, 8, 16]
 
 
 @pytest.fixture()
@@ -102,7 +107,7 @@ def test_eval_command_writes_consistent_json_and_markdown(model_dir, tmp_path) -
     assert code == 0
     report = json.loads((out / "eval.json").read_text())
     assert report["tasks"] == 16 and report["samples"] == 2 and report["seed"] == 3
-    assert list(report["overall"]) == ["accuracy", "mean@2", "pass@1", "pass@2"]
+    assert list(report["overall"]) == ["accuracy", "mean@2", "pass@2"]  # mean@2 is pass@1: one column
     for metric in report["overall"].values():
         assert 0.0 <= metric["ci_low"] <= metric["value"] <= metric["ci_high"] <= 1.0
     # The training loop's flat metrics and the report come from the same records.
@@ -120,6 +125,7 @@ def test_eval_command_writes_consistent_json_and_markdown(model_dir, tmp_path) -
     for name, entry in families.items():
         assert rows[name] == [str(entry["tasks"]), *(format_metric(m) for m in entry["metrics"].values())]
     assert len((out / "eval_records.jsonl").read_text().splitlines()) == 16
+    assert "mean@2 (the fraction of the 2 samples that solve a task) is also the unbiased pass@1 estimate" in (out / "eval.md").read_text()
 
 
 def test_eval_command_with_a_missing_model_dir_exits_2(tmp_path, capsys) -> None:
@@ -128,3 +134,83 @@ def test_eval_command_with_a_missing_model_dir_exits_2(tmp_path, capsys) -> None
     err = capsys.readouterr().err
     assert "not a local directory" in err and "no hub downloads" in err
     assert not (tmp_path / "out").exists()
+
+
+# --- which config: the run's own, when --model is inside a run directory ---
+
+RUN_TASK = ["task.params.op='*'", "task.params.digits=1", "task.eval_size=6", "trainer.seed=5"]
+
+
+@pytest.fixture()
+def run_dir(tmp_path, nano_model, tokenizer) -> Path:
+    """A run directory as `reinforge train` leaves it: config.yaml (a multiplication task) and RUN/final."""
+    run = tmp_path / "run"
+    save_model(nano_model, tokenizer, run / "final")
+    (run / "config.yaml").write_text(dump_config(load_config("default", [*RUN_TASK, f"trainer.output_dir={run}"])))
+    (run / "metrics.jsonl").write_text("")
+    return run
+
+
+def eval_prompts(out: Path) -> list[str]:
+    return [json.loads(line)["prompt"] for line in (out / "eval_records.jsonl").read_text().splitlines()]
+
+
+def test_eval_of_a_runs_model_uses_the_runs_own_config(run_dir, tmp_path, capsys) -> None:
+    out = tmp_path / "eval"
+    assert main(["eval", "--model", str(run_dir / "final"), "--samples", "1", "--output", str(out)]) == 0
+    report = json.loads((out / "eval.json").read_text())
+    assert report["task"]["params"] == {"op": "*", "digits": 1} and report["seed"] == 5
+    prompts = eval_prompts(out)
+    assert len(prompts) == 6 and all("*" in p for p in prompts)  # the run's multiplication, not the default sums
+    source = str(run_dir.resolve() / "config.yaml")
+    assert source in report["config_source"] and source in (out / "eval.md").read_text()
+    printed = "".join(capsys.readouterr().out.split())  # the console may wrap a long path
+    assert "".join(f"config: {source}".split()) in printed
+
+
+def test_recipe_and_overrides_win_over_the_runs_config(run_dir, tmp_path) -> None:
+    # Overrides apply on top of the run's config ...
+    out = tmp_path / "eval-override"
+    assert main(["eval", "--model", str(run_dir / "final"), "--samples", "1", "--output", str(out), "task.eval_size=3"]) == 0
+    assert json.loads((out / "eval.json").read_text())["task"]["eval_size"] == 3
+    assert all("*" in p for p in eval_prompts(out))
+    # ... and an explicit --recipe replaces it.
+    out = tmp_path / "eval-recipe"
+    code = main(["eval", "--model", str(run_dir / "final"), "--recipe", "default", "--samples", "1", "--output", str(out),
+                 "task.eval_size=3"])
+    assert code == 0
+    report = json.loads((out / "eval.json").read_text())
+    assert report["config_source"] == "recipe default (--recipe)"
+    assert report["task"]["params"] == {} and all("+" in p for p in eval_prompts(out))
+
+
+def test_a_model_outside_any_run_uses_the_default_recipe_and_says_so(model_dir, tmp_path) -> None:
+    chosen = eval_config(str(model_dir), None, [])
+    assert chosen.config.task.params == {} and chosen.source.startswith("recipe default (no run config.yaml")
+
+
+def test_run_config_is_found_from_checkpoints_and_other_configs_are_not_taken(tmp_path) -> None:
+    run = tmp_path / "run"
+    model = run / "checkpoints" / "step_000010" / "model"
+    model.mkdir(parents=True)
+    assert find_run_config(model) is None
+    (run / "config.yaml").write_text(dump_config(load_config("default", [])))
+    assert find_run_config(model) == (run / "config.yaml").resolve()
+    assert find_run_config(run / "final") == (run / "config.yaml").resolve()
+    # A config.yaml of some other tool, nearer the model, is not a run config: skipped.
+    (model.parent / "config.yaml").write_text("learning_rate: 0.1\n")
+    assert find_run_config(model) == (run / "config.yaml").resolve()
+    # More than three levels up is not the model's run.
+    deep = run / "a" / "b" / "c" / "model"
+    deep.mkdir(parents=True)
+    assert find_run_config(deep) is None
+
+
+def test_a_run_config_that_does_not_load_is_named(tmp_path) -> None:
+    run = tmp_path / "run"
+    (run / "final").mkdir(parents=True)
+    tree = yaml.safe_load(dump_config(load_config("default", [])))
+    tree["task"]["eval_size"] = -1
+    (run / "config.yaml").write_text(yaml.safe_dump(tree))
+    with pytest.raises(ConfigError, match=r"(?s)config\.yaml, the config of the run .*eval_size.* --recipe NAME"):
+        eval_config(str(run / "final"), None, [])

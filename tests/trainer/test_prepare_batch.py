@@ -129,6 +129,31 @@ def test_kl_in_reward_k1(trajectories, learner, ref_model, tokenizer) -> None:
     assert metrics["kl_ref"] == pytest.approx(k1_sums.sum().item() / tokens, abs=1e-4)
 
 
+def test_reinforce_pp_preset_folds_the_k1_kl_into_the_reward(trajectories, learner, ref_model, tokenizer) -> None:
+    # The preset alone (no KL keys given) must do what methods.py says: the paper's per-token k1 KL,
+    # paid as reward, inside returns-to-go that are whitened over every sampled token of the batch.
+    algo = algo_config("algo.method=reinforce_pp")
+    assert (algo.kl_in_reward, algo.kl_estimator) == (True, "k1") and algo.kl_coef > 0
+    batch, metrics = run(trajectories, algo, learner, tokenizer.pad_token_id, ReferenceModel(ref_model))
+    assert "kl_ref" in metrics
+
+    # Independently, one unpadded trajectory at a time: G_t = r + sum_{s >= t} -coef * KL_s.
+    returns = []
+    for t, r in zip(trajectories, REWARDS):
+        k1 = behaviour(t) - sampled_logprobs(ref_model, t)
+        returns.append(r - algo.kl_coef * k1.flip(0).cumsum(0).flip(0))
+    flat = torch.cat(returns)
+    mean, std = flat.mean(), flat.std(correction=0)
+    kl_moved = 0.0
+    for row, g in enumerate(returns):
+        expected = (g - mean) / (std + 1e-6)
+        assert torch.allclose(batch.advantages[row][batch.loss_mask[row]].double(), expected, atol=1e-4)
+        without_kl = (REWARDS[row] - mean) / (std + 1e-6)  # what a preset without the KL would give here
+        kl_moved = max(kl_moved, (expected - without_kl).abs().max().item())
+    assert kl_moved > 1e-3  # the KL visibly reaches the advantages, far above the tolerance
+    assert torch.equal(batch.advantages[~batch.loss_mask], torch.zeros(int((~batch.loss_mask).sum())))
+
+
 def test_truncated_importance_weights_sync(trajectories, learner, tokenizer) -> None:
     # epochs=2: the proximal forward runs here (with one optimizer step it is folded into the
     # update instead: tests/trainer/test_folded_proximal.py)

@@ -4,8 +4,8 @@ Every estimator is a pure function `fn(inputs: AdvantageInputs) -> AdvantageOutp
 of this package, registered with `@register_advantage(name, ...)`. To add one: write the file,
 decorate the function, import the module at the bottom of this file, and add a test.
 
-Output shape: per sample [N] (outcome estimators) or per token [N, T] (gae, and reinforce_pp /
-reinforce_pp_baseline when `inputs.token_rewards` is given), zero outside `inputs.mask`.
+Output shape: per sample [N] (outcome estimators) or per token [N, T] (gae, reinforce_pp and
+reinforce_pp_baseline, which whiten over the batch's sampled tokens), zero outside `inputs.mask`.
 """
 
 from __future__ import annotations

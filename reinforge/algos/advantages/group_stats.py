@@ -5,8 +5,9 @@ a group's float32 rewards can leave a ~1e-8 residue that a division by (std + ep
 
 Zero-variance groups. A group whose rewards are all equal carries no learning signal for a
 group-relative estimator. `GroupStats.constant` detects it exactly (max == min, not std == 0, which
-float rounding can miss), every group-based estimator gives such a group exactly 0 advantage, and
-reports the fraction of such groups as `zero_variance_group_frac`.
+float rounding can miss), every group-normalized estimator gives such a group exactly 0 advantage
+(reinforce_pp_baseline, which whitens over the batch's tokens as its reference does, says what it
+gives instead), and reports the fraction of such groups as `zero_variance_group_frac`.
 """
 
 from __future__ import annotations
@@ -77,16 +78,20 @@ def group_standardized(values: torch.Tensor, stats: GroupStats, eps: float) -> t
     return group_centered(values, stats) / (stats.stds[stats.index] + eps)
 
 
-def batch_standardized(values: torch.Tensor, eps: float, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """(v - mean) / (std + eps) with mean and unbiased std over the whole batch (over `mask` if given).
+def batch_standardized(
+    values: torch.Tensor, eps: float, mask: torch.Tensor | None = None, *, unbiased: bool = True
+) -> torch.Tensor:
+    """(v - mean) / (std + eps) with mean and std over the whole batch (over `mask` if given).
 
-    Exactly 0 where the selected values are all equal (or fewer than 2), and outside `mask`. float64.
+    The std is unbiased (n - 1) unless `unbiased=False` (population std, n), the choice of
+    OpenRLHF's advantage whitening. Exactly 0 where the selected values are all equal (or fewer
+    than 2), and outside `mask`. float64.
     """
     x = values.double()
     selected = x if mask is None else x[mask]
     if selected.numel() < 2 or selected.max() == selected.min():
         return torch.zeros_like(x)
-    out = (x - selected.mean()) / (selected.std() + eps)
+    out = (x - selected.mean()) / (selected.std(correction=1 if unbiased else 0) + eps)
     return out if mask is None else out.masked_fill(~mask, 0.0)
 
 
