@@ -416,6 +416,7 @@ RESTORED_FROM_CHECKPOINT = {
     "trainer.seed": "the task sampler, the mini-batch shuffle and the RNG states restored from the checkpoint continue the original seed's streams",
 }
 CRITIC_STRUCTURE_KEYS = ("critic.trunk", "critic.preset", "critic.loss", "critic.num_bins", "critic.support")
+ASYNC_SCHEDULE_KEYS = ("trainer.schedule", "trainer.max_staleness", "trainer.partial_rollouts", "trainer.overprovision")
 
 
 def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -436,6 +437,8 @@ def _restored_reason(key: str, saved: Config, cfg: Config) -> str | None:
         return "the value model's weights are restored from the checkpoint"
     if key == "critic.enabled" and cfg.critic.enabled:
         return "the checkpoint holds no value model to continue"
+    if key in ASYNC_SCHEDULE_KEYS and saved.trainer.schedule == "async":
+        return "the batches (and partial rollouts) sampled ahead under the original schedule are restored from the checkpoint and would be dropped or misread"
     had_reference = saved.algo.kl_coef > 0 or saved.algo.ace_alpha > 0
     needs_reference = cfg.algo.kl_coef > 0 or cfg.algo.ace_alpha > 0
     if key in ("algo.kl_coef", "algo.ace_alpha") and needs_reference and not had_reference:
@@ -487,5 +490,9 @@ def resume_config(
             "pass --force to resume anyway"
         )
     if changed:
-        print(f"reinforge: --force: resuming {run_dir} with {listing(changed)}", file=sys.stderr)
+        ahead = (
+            f" (the batches sampled ahead before the checkpoint, up to trainer.max_staleness={saved.trainer.max_staleness}, "
+            "keep the values they were sampled and scored with)" if saved.trainer.schedule == "async" else ""
+        )
+        print(f"reinforge: --force: resuming {run_dir} with {listing(changed)}{ahead}", file=sys.stderr)
     return cfg

@@ -69,6 +69,25 @@ def test_the_shape_of_a_restored_critic_cannot_change(tmp_path: Path, override: 
         resume_config(str(run), [override], force=True)
 
 
+ASYNC = ("trainer.schedule=async", "algo.tis_cap=2.0")
+
+
+@pytest.mark.parametrize("override", ["trainer.schedule=sync", "trainer.max_staleness=2", "trainer.partial_rollouts=true"])
+def test_an_async_run_keeps_its_schedule(tmp_path: Path, override: str) -> None:
+    run = make_run(tmp_path / "run", tmp_path / "run", *ASYNC)
+    with pytest.raises(ConfigError, match=f"{override.split('=')[0]}: .*sampled ahead under the original schedule"):
+        resume_config(str(run), [override], force=True)
+
+
+def test_a_sync_run_may_turn_async_and_an_async_one_is_told_what_was_sampled_ahead(tmp_path: Path, capsys) -> None:
+    run = make_run(tmp_path / "sync", tmp_path / "sync")
+    assert resume_config(str(run), [*ASYNC], force=True).trainer.schedule == "async"  # nothing was in flight
+    assert "sampled ahead" not in capsys.readouterr().err
+    run = make_run(tmp_path / "async", tmp_path / "async", *ASYNC)
+    assert resume_config(str(run), ["rollout.temperature=0.7"], force=True).rollout.temperature == 0.7
+    assert "keep the values they were sampled and scored with" in capsys.readouterr().err
+
+
 def test_without_a_checkpoint_the_run_starts_over_and_every_change_applies(tmp_path: Path) -> None:
     run = make_run(tmp_path / "run", written_at=tmp_path / "run", checkpoint=False)
     cfg = resume_config(str(run), ["model.preset=nano", "trainer.seed=1", "sft.steps=10"], force=True)
