@@ -3,7 +3,9 @@
 The disk is not really filled: the file a checkpoint writes through runs out of space after a
 few bytes (torch.save then raises its own errno-less `RuntimeError: [enforce fail at
 inline_container.cc:...]`, as it does on a full disk), or the model writer raises what
-safetensors raises. `reinforge train` on a real 3 MB tmpfs was checked by hand (see the note).
+safetensors raises. Checked once by hand on real tmpfs mounts of 3.5 MB and 2.8 MB (state.pt,
+resp. the model's shard, hit the full disk): the same message, and the run, resumed after a
+remount with more room, ended bitwise equal to an uninterrupted one.
 """
 
 from __future__ import annotations
