@@ -86,7 +86,7 @@ def config_from_args(args: argparse.Namespace):
     if getattr(args, "resume", None):
         if args.model or args.output:
             raise ConfigError("--resume continues a run as it was configured; --model and --output do not apply")
-        return resume_config(args.resume, overrides, args.force)
+        return resume_config(args.resume, overrides, args.force, args.checkpoint)
     if args.model is not None:
         overrides.append(f"model.path={args.model}")
         if not any(o.startswith("sft.steps=") for o in overrides) and args.command == "train":

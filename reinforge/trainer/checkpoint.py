@@ -11,6 +11,7 @@ while writing never leaves a directory that looks like a valid checkpoint.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -53,29 +54,148 @@ def log_lengths(run_dir: Path) -> dict[str, int]:
     return {name: (run_dir / name).stat().st_size if (run_dir / name).exists() else 0 for name in LOG_FILES}
 
 
-def truncate_logs(run_dir: Path, lengths: dict[str, int]) -> None:
-    """Cut every log back to its length at the checkpoint: later lines belong to lost steps."""
+def _end_of_last_line(f, size: int, block: int = 1 << 16) -> int:
+    """The offset just past the last newline in the first `size` bytes of `f` (0 if none)."""
+    end = size
+    while end > 0:
+        start = max(0, end - block)
+        f.seek(start)
+        newline = f.read(end - start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
+
+
+def truncate_logs(run_dir: Path, lengths: dict[str, int]) -> list[str]:
+    """Cut every log back to its length at the checkpoint: later lines belong to lost steps.
+
+    A log already shorter than that (edited by hand, partly lost in a copy) is never extended
+    (`truncate` would pad it with NUL bytes, which no JSONL reader accepts): it keeps what it has,
+    cut back to its last complete line so that the resumed run's rows start on a line of their own.
+    Returns one warning per such log, for the caller to show.
+    """
+    warnings = []
     for name, length in lengths.items():
         path = run_dir / name
+        size = path.stat().st_size if path.exists() else 0
+        if size >= length:
+            if path.exists():
+                with path.open("r+b") as f:
+                    f.truncate(length)
+            continue
+        kept = 0
         if path.exists():
             with path.open("r+b") as f:
-                f.truncate(length)
+                kept = _end_of_last_line(f, size)
+                f.truncate(kept)
+        state = f"is {size} bytes" if path.exists() else "is missing"
+        warnings.append(
+            f"{path} {state}, shorter than the {length} bytes it had at the checkpoint: rows of earlier steps are "
+            f"missing from it; kept its {kept} bytes of complete lines and appending the resumed run's rows after them"
+        )
+    return warnings
+
+
+class _WriteErrorRecorder:
+    """The file `torch.save` writes state.pt through. torch turns a failed write into an errno-less
+    `RuntimeError: [enforce fail at inline_container.cc:...]`; this keeps the OSError it swallowed,
+    so that a full disk can be told from a bug."""
+
+    def __init__(self, file):
+        self.file, self.error = file, None
+
+    def write(self, data) -> int:
+        try:
+            return self.file.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self) -> None:
+        self.file.flush()
+
+
+def _create(path: Path):
+    """Every file of a checkpoint that is not written by transformers is opened here (a test seam)."""
+    return path.open("wb")
+
+
+def _save_state(state: dict[str, Any], path: Path) -> None:
+    with _create(path) as f:
+        recorder = _WriteErrorRecorder(f)
+        try:
+            torch.save(state, recorder)
+        except RuntimeError as err:
+            if recorder.error is not None:
+                raise recorder.error from err  # the cause torch's message lost (e.g. ENOSPC)
+            raise
+
+
+def _write_checkpoint(tmp: Path, step: int, model, tokenizer, state: dict[str, Any]) -> None:
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp / "model")
+    tokenizer.save_pretrained(tmp / "model")
+    _save_state(state, tmp / "state.pt")
+    manifest = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": _digest(p)} for p in _files(tmp)}
+    with _create(tmp / MANIFEST) as f:
+        f.write(json.dumps({"step": step, "files": manifest}, indent=1).encode())
+    for path in [*_files(tmp), tmp / MANIFEST]:
+        with path.open("rb") as f:
+            os.fsync(f.fileno())
+
+
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_no_space_error(err: BaseException | None) -> bool:
+    """A full disk (or quota) anywhere in the exception's chain. safetensors reports it only in
+    its message ("No space left on device (os error 28)"), without an errno attribute."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OSError) and err.errno in NO_SPACE_ERRNOS:
+            return True
+        if any(os.strerror(code) in str(err) for code in NO_SPACE_ERRNOS):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def _previous_checkpoint_status(run_dir: Path, failed: Path) -> str:
+    earlier = [c for c in list_checkpoints(run_dir) if c.name < failed.name]
+    if not earlier:
+        return "there is no earlier checkpoint: a resume starts the run over"
+    previous = earlier[-1]
+    try:
+        verify_checkpoint(previous)
+    except CheckpointError as err:
+        return f"the previous checkpoint {previous} is damaged too ({err})"
+    return f"previous checkpoint {previous} is intact (sizes and SHA-256 digests verified)"
 
 
 def save_checkpoint(run_dir: Path, step: int, model, tokenizer, state: dict[str, Any], keep_last: int) -> Path:
+    """Write `checkpoints/step_NNNNNN` atomically, then drop all but the newest `keep_last`.
+
+    A write that fails leaves no trace: the partial directory is removed and the earlier
+    checkpoints are untouched (they are pruned only once the new one is in place). A full disk is
+    a CheckpointError that says so and names the previous checkpoint, verified.
+    """
     root = run_dir / CHECKPOINTS
     final = root / f"step_{step:06d}"
     tmp = root / f".step_{step:06d}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(tmp / "model")
-    tokenizer.save_pretrained(tmp / "model")
-    torch.save({**state, "step": step, "logs": log_lengths(run_dir)}, tmp / "state.pt")
-    manifest = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": _digest(p)} for p in _files(tmp)}
-    (tmp / MANIFEST).write_text(json.dumps({"step": step, "files": manifest}, indent=1))
-    for path in [*_files(tmp), tmp / MANIFEST]:
-        with path.open("rb") as f:
-            os.fsync(f.fileno())
+    try:
+        _write_checkpoint(tmp, step, model, tokenizer, {**state, "step": step, "logs": log_lengths(run_dir)})
+    except Exception as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not is_no_space_error(err):
+            raise
+        raise CheckpointError(
+            f"no space left on device while writing checkpoint {final} (RL step {step}; the partial copy was removed); "
+            f"{_previous_checkpoint_status(run_dir, final)}. Free some space, then continue with "
+            f"`reinforge train --resume {run_dir}`"
+        ) from err
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)  # atomic: the checkpoint appears complete or not at all
     for old in list_checkpoints(run_dir)[:-keep_last]:

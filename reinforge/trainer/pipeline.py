@@ -6,6 +6,7 @@ This file only composes components; every piece lives in its own folder.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,7 +160,8 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
     if resume and (found := ckpt.latest_checkpoint(run_dir, checkpoint)) is not None:
         model, tokenizer = load_model_and_tokenizer(str(found / "model"))
         state = ckpt.load_state(found)
-        ckpt.truncate_logs(run_dir, state["logs"])
+        for warning in ckpt.truncate_logs(run_dir, state["logs"]):
+            print(f"reinforge: warning: {warning}", file=sys.stderr)
         print(f"resuming {run_dir} after step {state['step']} from {found}")
     else:
         if resume:  # killed before its first checkpoint: start over, exactly as the first time

@@ -34,6 +34,7 @@ from reinforge.tasks.task import TaskSplits
 from reinforge.telemetry import MetricsLogger, ProgressDisplay
 from reinforge.trainer import checkpoint as ckpt
 from reinforge.trainer.advantage_step import prepare_batch
+from reinforge.trainer.resume_changes import load_optimizer_state, reward_spec, scorer_state_for
 from reinforge.trainer.rollout_schedule import make_schedule, staleness_metrics
 from reinforge.trainer.evaluation import evaluate
 from reinforge.trainer.graceful_stop import GracefulStop
@@ -110,16 +111,17 @@ def loop_state(parts: RLComponents, sampler: TaskSampler, shuffle: torch.Generat
     }
 
 
-def restore_loop_state(state: dict, parts: RLComponents, sampler: TaskSampler, shuffle: torch.Generator) -> RLResult:
-    parts.learner.optimizer.load_state_dict(state["optimizer"])
+def restore_loop_state(state: dict, parts: RLComponents, sampler: TaskSampler, shuffle: torch.Generator, cfg: Config) -> RLResult:
+    """Put back what `loop_state` saved; where the config was changed (--force), the config wins."""
+    load_optimizer_state(parts.learner.optimizer, state["optimizer"])
     parts.learner.version = state["learner_version"]
     if parts.reference is not None:
         parts.reference.model.load_state_dict(state["reference"])
     if parts.critic is not None:
         parts.critic.model.load_state_dict(state["critic"]["model"])
-        parts.critic.optimizer.load_state_dict(state["critic"]["optimizer"])
+        load_optimizer_state(parts.critic.optimizer, state["critic"]["optimizer"])
     sampler.load_state_dict(state["sampler"])
-    parts.scorer.load_state_dict(state["scorer"])
+    parts.scorer.load_state_dict(scorer_state_for(state["scorer"], state.get("reward_spec"), reward_spec(cfg.reward.components)))
     shuffle.set_state(state["shuffle"])
     ckpt.restore_rng_states(state["rng"])
     return RLResult(**state["result"])
@@ -167,7 +169,7 @@ def run_rl(
 
     first_step = 1
     if resume_state is not None:
-        result = restore_loop_state(resume_state, parts, sampler, shuffle)
+        result = restore_loop_state(resume_state, parts, sampler, shuffle, cfg)
         first_step = resume_state["step"] + 1
     parts.engine.sync_weights(parts.learner.version)
     schedule = make_schedule(  # sync, or async with bounded staleness (trainer.schedule)
@@ -179,7 +181,10 @@ def run_rl(
 
     def save(step: int) -> Path:
         schedule_state = schedule.state_dict()  # first: an async schedule drains, moving the sampler on
-        state = {**loop_state(parts, sampler, shuffle, result), "schedule": schedule_state}
+        state = {
+            **loop_state(parts, sampler, shuffle, result), "schedule": schedule_state,
+            "reward_spec": reward_spec(cfg.reward.components),  # which rewards filled the cache, for a resume
+        }
         return ckpt.save_checkpoint(run_dir, step, parts.learner.model, parts.env.tokenizer, state, cfg.trainer.keep_checkpoints)
 
     every = cfg.trainer.checkpoint_every

@@ -6,7 +6,11 @@ weights (bitwise, on this CPU with one thread) and the same metrics as the run n
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +22,9 @@ import torch
 from safetensors.torch import load_file
 
 from reinforge.cli import main
-from run_records import assert_same_run, final_weights
+from reinforge.learner.policy_learner import PolicyLearner
+from reinforge.trainer import checkpoint as ckpt
+from run_records import assert_same_run, copy_at_first_checkpoint, final_weights
 
 TINY = [
     "model.preset=nano", "task.train_size=200", "task.eval_size=16", "sft.steps=150", "sft.lr=0.003",
@@ -103,8 +109,6 @@ def test_corrupt_checkpoint_names_the_file_and_offers_the_previous(tmp_path: Pat
         if (reference / name).exists():
             (out / name).parent.mkdir(parents=True, exist_ok=True)
             (out / name).write_bytes((reference / name).read_bytes())
-    import shutil
-
     shutil.copytree(reference / "checkpoints", out / "checkpoints")
     newest, previous = sorted((out / "checkpoints").glob("step_*"))[::-1][:2]
     state = newest / "state.pt"
@@ -120,3 +124,73 @@ def test_resume_with_a_changed_config_is_refused_unless_forced(reference: Path, 
     assert main(["train", "--resume", str(reference), "algo.lr=0.5"]) == 2
     err = capsys.readouterr().err
     assert "algo.lr" in err and "--force" in err
+
+
+def snapshot(directory: Path) -> dict[str, str]:
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest() for p in directory.rglob("*") if p.is_file()}
+
+
+def test_resuming_a_copy_writes_into_the_copy_and_leaves_the_run_untouched(tmp_path: Path, reference: Path, capsys) -> None:
+    before = snapshot(reference)
+    copy = tmp_path / "copy"
+    shutil.copytree(reference, copy)  # `cp -a RUN COPY`, taken when RUN was at its first checkpoint:
+    shutil.rmtree(copy / "final")
+    for later in sorted((copy / "checkpoints").glob("step_*"))[1:]:
+        shutil.rmtree(later)
+    assert f"output_dir: {reference}" in (copy / "config.yaml").read_text()  # config.yaml still names RUN
+    assert main(["train", "--resume", str(copy)]) == 0
+    assert f"resuming {copy} after step 6" in capsys.readouterr().out  # the oldest checkpoint kept
+    assert_same_run(copy, reference)
+    assert snapshot(reference) == before
+    assert f"output_dir: {copy}" in (copy / "config.yaml").read_text()
+
+
+def test_a_moved_run_resumes_where_it_now_is(tmp_path: Path, reference: Path, capsys) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    copy_at_first_checkpoint(reference, old)  # a run at its first checkpoint, living in `old`
+    old.rename(new)
+    assert main(["train", "--resume", str(new)]) == 0
+    assert f"resuming {new} after step 6" in capsys.readouterr().out  # not retrained from scratch at `old`
+    assert not old.exists()
+    assert_same_run(new, reference)
+
+
+def test_a_forced_learning_rate_is_what_the_resumed_steps_use(tmp_path: Path, reference: Path, monkeypatch) -> None:
+    copy = tmp_path / "copy"
+    copy_at_first_checkpoint(reference, copy)
+    saved_lr = ckpt.load_state(ckpt.list_checkpoints(copy)[0])["optimizer"]["param_groups"][0]["lr"]
+    assert saved_lr != 0.05  # what the restored optimizer state would bring back
+    rates: list[float] = []
+    original = PolicyLearner.train_step
+
+    def spy(self, batch, loss_fn):
+        rates.append(self.optimizer.param_groups[0]["lr"])
+        return original(self, batch, loss_fn)
+
+    monkeypatch.setattr(PolicyLearner, "train_step", spy)
+    assert main(["train", "--resume", str(copy), "--force", "algo.lr=0.05"]) == 0
+    assert rates == [0.05, 0.05]  # RL steps 7 and 8, one optimizer step each
+    assert "lr: 0.05" in (copy / "config.yaml").read_text()
+
+
+class NoSpaceLeft(io.BytesIO):
+    def write(self, data) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_at_a_checkpoint_stops_with_the_intact_previous_then_resumes_exactly(
+    tmp_path: Path, reference: Path, monkeypatch, capsys
+) -> None:
+    copy = tmp_path / "copy"
+    copy_at_first_checkpoint(reference, copy)
+    real = ckpt._create
+    monkeypatch.setattr(ckpt, "_create", lambda path: NoSpaceLeft() if path.name == "state.pt" else real(path))
+    assert main(["train", "--resume", str(copy)]) == 2
+    err = capsys.readouterr().err
+    step_6, step_8 = copy / "checkpoints" / "step_000006", copy / "checkpoints" / "step_000008"
+    assert f"no space left on device while writing checkpoint {step_8}" in err
+    assert f"previous checkpoint {step_6} is intact" in err and "Traceback" not in err
+    assert [p.name for p in (copy / "checkpoints").iterdir()] == ["step_000006"]  # nothing partial left
+    monkeypatch.setattr(ckpt, "_create", real)  # space freed
+    assert main(["train", "--resume", str(copy)]) == 0
+    assert_same_run(copy, reference)
