@@ -6,7 +6,8 @@ assemble that program here by hand (no libseccomp binding in our venv; the filte
 instructions). It is a deny list, not an allow list: a Python program legitimately uses a wide and
 version-dependent set of syscalls, while the ones below are kernel attack surface or escape tools
 (io_uring, kernel keyrings, ptrace and cross-process memory access, BPF, perf, userfaultfd,
-mounts and namespaces, modules, kexec, reboot, swap, clocks, file handles) that no solution needs.
+mounts and namespaces, modules, kexec, reboot, swap, clocks, file handles, anonymous memory files)
+that no solution needs.
 
 The program, in `struct sock_filter` form (see linux/filter.h, linux/seccomp.h):
 
@@ -69,7 +70,10 @@ DENIED_SYSCALLS: dict[str, tuple[int | None, int | None]] = {
     "swapon": (167, 224), "swapoff": (168, 225), "acct": (163, 89), "syslog": (103, 116),
     "vhangup": (153, 58), "settimeofday": (164, 170), "clock_settime": (227, 112),
     "adjtimex": (159, 171), "clock_adjtime": (305, 266), "personality": (135, 92),
-    "lookup_dcookie": (212, 18), "iopl": (172, None), "ioperm": (173, None), "uselib": (134, None),
+    "lookup_dcookie": (212, 18),
+    # anonymous memory files are charged to no mount: with no cgroup they would escape the budget
+    # (the work dir and /dev/shm are size-capped tmpfs, which is where Python puts shared memory)
+    "memfd_create": (319, 279), "memfd_secret": (447, 447), "iopl": (172, None), "ioperm": (173, None), "uselib": (134, None),
 }
 
 
