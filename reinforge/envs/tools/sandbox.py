@@ -57,8 +57,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from reinforge.envs.tools import sandbox_bounds
-from reinforge.envs.tools.seccomp import SeccompUnsupportedError, filter_program
+from reinforge.envs.tools import sandbox_bounds, seccomp
 
 SANDBOX_DIR = "/sandbox"  # the work directory, as the sandboxed code sees it
 _PYTHON_MOUNT = "/opt/python"
@@ -316,8 +315,8 @@ def _run(code: str, *, stdin: str, timeout_s: float, cpu_s: int, memory_mb: int,
             "sandbox: bubblewrap (bwrap) is not installed; install it (apt-get install bubblewrap). "
             "Model code is never run unconfined.")
     try:
-        seccomp = filter_program()
-    except SeccompUnsupportedError as err:
+        syscall_filter = seccomp.filter_program()
+    except seccomp.SeccompUnsupportedError as err:
         raise SandboxUnavailableError(str(err)) from err
     prefix, python, env = _python_layout()
     root = os.geteuid() == 0
@@ -329,7 +328,7 @@ def _run(code: str, *, stdin: str, timeout_s: float, cpu_s: int, memory_mb: int,
         nproc = max_processes + _process_count(os.getuid())
     env = {"PATH": "/usr/bin:/bin", "HOME": SANDBOX_DIR, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **env}
 
-    fds = [_memfd("main.py", code.encode("utf-8")), _memfd("seccomp", seccomp)]
+    fds = [_memfd("main.py", code.encode("utf-8")), _memfd("seccomp", syscall_filter)]
     base = None
     bounds = None
     try:
@@ -347,6 +346,10 @@ def _run(code: str, *, stdin: str, timeout_s: float, cpu_s: int, memory_mb: int,
             cmd = [unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", _ROOT_LAUNCHER,
                    "sh", prefix or "", python_dir or "", str(uid), *cmd]
         bounds = sandbox_bounds.call_bounds(memory_mb << 20, disk_mb << 20, max_processes)
+        if bounds.kernel_enforced:
+            # a cgroup's pids.max is the bound; the rlimit stays as a backstop just above it, so
+            # the cgroup is what refuses the fork and its counter tells us the bound was hit
+            nproc += 4
         return _supervise(cmd, uid, stdin.encode(), timeout_s, _limits(cpu_s, memory_mb, nproc, max_file_mb, bounds),
                           max_output_bytes, bounds, fds)
     finally:
@@ -375,7 +378,7 @@ def _supervise(cmd: list[str], uid: int | None, stdin: bytes, timeout_s: float, 
         t.start()
     deadline = time.monotonic() + timeout_s
     timed_out = budget_broken = False
-    polling = bounds.pids() is None  # budget mode: the supervisor enforces the memory bound
+    polling = not bounds.kernel_enforced  # budget mode: the supervisor enforces the memory bound
     next_poll = time.monotonic() + sandbox_bounds._POLL_S
     while proc.poll() is None:
         now = time.monotonic()

@@ -87,6 +87,7 @@ class CallBounds:
     """Whole-call memory/process bounds of one sandbox run (see the module docstring)."""
 
     mechanism = "budget"
+    kernel_enforced = False  # True: a cgroup; False: the supervisor must call poll()
 
     def __init__(self, memory_bytes: int, max_processes: int):
         self.memory_bytes = memory_bytes
@@ -145,6 +146,8 @@ def _pss(pid: int) -> int:
 
 class _CgroupBounds(CallBounds):
     """Common part: a set of freshly made cgroup directories the child joins."""
+
+    kernel_enforced = True
 
     def __init__(self, memory_bytes: int, max_processes: int, dirs: list[str]):
         super().__init__(memory_bytes, max_processes)
