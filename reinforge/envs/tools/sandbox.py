@@ -43,6 +43,7 @@ unconfined (DESIGN.md invariant 6).
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import resource
@@ -97,7 +98,8 @@ def _python_layout() -> tuple[str | None, str, dict[str, str]]:
     return prefix, _PYTHON_MOUNT + exe[len(prefix) :], {"LD_LIBRARY_PATH": _PYTHON_MOUNT + "/lib"}
 
 
-def _hidden_package_dirs(prefix: str | None) -> list[str]:
+@functools.lru_cache(maxsize=None)
+def _hidden_package_dirs(prefix: str | None) -> tuple[str, ...]:
     """Sandbox paths of every third-party package directory of the mounted interpreters.
 
     `-S` keeps them off sys.path, but code can append them; an empty mount over each makes the
@@ -115,7 +117,7 @@ def _hidden_package_dirs(prefix: str | None) -> list[str]:
             inside.append(_PYTHON_MOUNT + path[len(prefix):])
         elif path.startswith("/usr/"):
             inside.append(path)
-    return inside
+    return tuple(inside)
 
 
 # As root: bind the interpreter where the unprivileged uid can reach it (pyenv lives under /root,
@@ -231,7 +233,7 @@ def _kill_all(proc: subprocess.Popen, uid: int | None, bounds: sandbox_bounds.Ca
 
 
 def _bwrap_command(bwrap: str, python_dir: str | None, python: str, env: dict[str, str], disk_mb: int,
-                   hidden: list[str], code_fd: int, seccomp_fd: int) -> list[str]:
+                   hidden: tuple[str, ...], code_fd: int, seccomp_fd: int) -> list[str]:
     cmd = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
            "--new-session", "--as-pid-1", "--clearenv", "--hostname", "sandbox",
            "--seccomp", str(seccomp_fd), "--ro-bind", "/usr", "/usr"]
@@ -431,6 +433,11 @@ def _supervise(cmd: list[str], uid: int | None, stdin: bytes, timeout_s: float, 
                 # other bound hit, a KILL at this point is the CPU limit
                 hits.append("cpu")
                 error += " (CPU time limit per process)"
+    if error is None and code not in (0, None) and {"memory", "processes"} & set(hits):
+        # a process of the call was OOM-killed, or a fork refused, and the program then failed
+        error = f"exited with code {code}"
+        if "memory" in hits:
+            error += f"; a process was killed at the call's memory bound ({bounds.describe()})"
     if error is not None and "processes" in hits:
         error += f"; the process bound was reached, forks were refused ({bounds.describe()})"
     ok = code == 0 and error is None
