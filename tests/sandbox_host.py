@@ -3,8 +3,8 @@
 `HostWatch` samples, every few milliseconds while the call runs, the memory of every process
 below this test process (the sandbox is started by it, and everything inside the sandbox stays
 below it: orphans are adopted by the sandbox's pid 1), as the sum of proportional set sizes
-(pages shared after fork count once), plus the growth of the host's Shmem (tmpfs pages, which
-no process's PSS shows). After the call it checks that no process of the call is left, no
+(pages shared after fork count once), plus the bytes used in the call's tmpfs (read through
+/proc/PID/root of a process inside; where that cannot be read, the growth of the host's Shmem). After the call it checks that no process of the call is left, no
 temporary directory and no cgroup of the sandbox remain, and that the peak stayed within the
 call's bound plus a slack for noise from other work on the machine.
 """
@@ -18,7 +18,7 @@ import time
 
 from reinforge.envs.tools import sandbox_bounds
 
-SHMEM_NOISE_MB = 48  # other processes on a shared machine move Shmem a little while we watch
+SHMEM_NOISE_MB = 48  # where Shmem is the measure: other processes on the machine move it too
 BUDGET_OVERSHOOT_MB = 96  # budget mode polls: a call can fault in this much between two polls
 
 
@@ -74,14 +74,28 @@ def _shmem() -> int:
 
 
 def _sandbox_leftovers() -> set[str]:
-    """Temporary directories and cgroups the sandbox makes, as they are now."""
+    """Temporary directories and cgroups this process's sandbox calls made, as they are now.
+
+    (Names carry the creating pid: other programs on the machine may be running sandboxes too.)
+    """
+    prefix = f"reinforge-sandbox-{os.getpid()}-"
     found = {os.path.join(tempfile.gettempdir(), name) for name in os.listdir(tempfile.gettempdir())
-             if name.startswith("reinforge-sandbox-")}
+             if name.startswith(prefix)}
     _, args = sandbox_bounds.detect()
     for directory in args:
-        found |= {os.path.join(directory, name) for name in os.listdir(directory)
-                  if name.startswith("reinforge-sandbox-")}
+        found |= {os.path.join(directory, name) for name in os.listdir(directory) if name.startswith(prefix)}
     return found
+
+
+def _tmpfs_used(pids: list[int]) -> int | None:
+    """Bytes used in the call's writable tmpfs, seen through a process inside; None if unreadable."""
+    for pid in pids:
+        try:
+            st = os.statvfs(f"/proc/{pid}/root/sandbox")
+        except OSError:
+            continue
+        return (st.f_blocks - st.f_bfree) * st.f_frsize
+    return None
 
 
 class HostWatch:
@@ -108,7 +122,10 @@ class HostWatch:
             pids = [p for p in descendants(me) if p not in self._earlier]
             self.peak_processes = max(self.peak_processes, len(pids))
             self.peak_process_bytes = max(self.peak_process_bytes, sum(_pss(p) for p in pids))
-            self.peak_shmem_bytes = max(self.peak_shmem_bytes, _shmem() - self._shmem_before)
+            tmpfs = _tmpfs_used(pids)
+            if tmpfs is None and pids:
+                tmpfs = _shmem() - self._shmem_before
+            self.peak_shmem_bytes = max(self.peak_shmem_bytes, tmpfs or 0)
             time.sleep(self.interval_s)
 
     def __exit__(self, *exc) -> None:

@@ -336,7 +336,7 @@ def _run(code: str, *, stdin: str, timeout_s: float, cpu_s: int, memory_mb: int,
     try:
         python_dir = prefix
         if root and prefix is not None:
-            base = tempfile.mkdtemp(prefix="reinforge-sandbox-")  # an empty mount point, nothing else
+            base = tempfile.mkdtemp(prefix=f"reinforge-sandbox-{os.getpid()}-")  # an empty mount point, nothing else
             os.chmod(base, 0o755)
             python_dir = os.path.join(base, "python")
             os.mkdir(python_dir, 0o755)

@@ -36,6 +36,11 @@ _POLL_S = 0.02
 _PREFIX = "reinforge-sandbox-"
 
 
+def cgroup_name() -> str:
+    """A fresh cgroup name; it names our pid, so a look at the hierarchy tells whose it is."""
+    return f"{_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
+
+
 def _read(path: str) -> str:
     with open(path) as f:
         return f.read()
@@ -226,7 +231,7 @@ class CgroupV1Bounds(_CgroupBounds):
     mechanism = "cgroup v1"
 
     def __init__(self, memory_bytes: int, max_processes: int, memory_dir: str, pids_dir: str):
-        name = _PREFIX + secrets.token_hex(6)
+        name = cgroup_name()
         self.memory_dir = os.path.join(memory_dir, name)
         self.pids_dir = os.path.join(pids_dir, name)
         super().__init__(memory_bytes, max_processes, [self.memory_dir, self.pids_dir])
@@ -261,7 +266,7 @@ class CgroupV2Bounds(_CgroupBounds):
     mechanism = "cgroup v2"
 
     def __init__(self, memory_bytes: int, max_processes: int, parent: str):
-        self.dir = os.path.join(parent, _PREFIX + secrets.token_hex(6))
+        self.dir = os.path.join(parent, cgroup_name())
         super().__init__(memory_bytes, max_processes, [self.dir])
 
     def _configure(self) -> None:
