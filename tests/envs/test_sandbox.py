@@ -202,6 +202,7 @@ def test_forks_each_under_the_process_limit_do_not_add_up(mechanism) -> None:
             "time.sleep(1.5)\nprint('parent done')\n")
     r = attack(code, timeout_s=5, max_processes=32)
     assert "memory" in r.limits_hit, r
+    assert r.bounds.startswith("budget" if mechanism == "budget" else ("budget", "cgroup"))
     assert r.stdout.count("child") < 2  # at most one 80 MB child fits in the 96 MB + 16 MB call
     if not r.ok:
         assert "memory bound" in r.error

@@ -381,7 +381,7 @@ def _supervise(cmd: list[str], uid: int | None, stdin: bytes, timeout_s: float, 
     deadline = time.monotonic() + timeout_s
     timed_out = budget_broken = False
     polling = not bounds.kernel_enforced  # budget mode: the supervisor enforces the memory bound
-    next_poll = time.monotonic() + sandbox_bounds._POLL_S
+    next_poll = time.monotonic() + sandbox_bounds.POLL_S
     while proc.poll() is None:
         now = time.monotonic()
         if overflow.is_set():
@@ -390,7 +390,7 @@ def _supervise(cmd: list[str], uid: int | None, stdin: bytes, timeout_s: float, 
             timed_out = True
             break
         if polling and now >= next_poll:
-            next_poll = now + sandbox_bounds._POLL_S
+            next_poll = now + sandbox_bounds.POLL_S
             pids = _processes_of(uid) if uid is not None else _descendants(proc.pid)
             if bounds.poll(pids) is not None:
                 budget_broken = True

@@ -8,7 +8,7 @@ gets, in this order of preference (detected once per process, at the first call)
 - **cgroup v1**: a child of our cgroup in the `memory` and `pids` hierarchies
   (`memory.limit_in_bytes`, `memory.memsw.limit_in_bytes` when swap accounting exists, `pids.max`).
 - **budget** (no writable cgroup, e.g. an unprivileged CI container): the supervisor polls the
-  call's processes every `_POLL_S` and kills the call when the sum of their proportional set sizes
+  call's processes every `POLL_S` and kills the call when the sum of their proportional set sizes
   (PSS, so pages shared after fork count once) exceeds the memory bound; the process count is
   bounded by RLIMIT_NPROC of the call's private uid. This bound is soft: between two polls the call
   can overshoot by what it can fault in within one interval (tens of MB on one core).
@@ -32,7 +32,7 @@ import subprocess
 import threading
 import time
 
-_POLL_S = 0.02
+POLL_S = 0.02
 _PREFIX = "reinforge-sandbox-"
 
 
@@ -130,7 +130,7 @@ class CallBounds:
 
     def describe(self) -> str:
         return (f"budget: PSS of all processes <= {self.memory_bytes >> 20} MB polled every "
-                f"{_POLL_S * 1000:g} ms, RLIMIT_NPROC {self.max_processes}")
+                f"{POLL_S * 1000:g} ms, RLIMIT_NPROC {self.max_processes}")
 
 
 def _pss(pid: int) -> int:
