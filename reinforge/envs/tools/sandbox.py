@@ -352,8 +352,8 @@ def _run(code: str, *, stdin: str, timeout_s: float, cpu_s: int, memory_mb: int,
             # a cgroup's pids.max is the bound; the rlimit stays as a backstop just above it, so
             # the cgroup is what refuses the fork and its counter tells us the bound was hit
             nproc += 4
-        return _supervise(cmd, uid, stdin.encode(), timeout_s, _limits(cpu_s, memory_mb, nproc, max_file_mb, bounds),
-                          max_output_bytes, bounds, fds)
+        return _supervise(cmd, uid, stdin.encode(), timeout_s, cpu_s,
+                          _limits(cpu_s, memory_mb, nproc, max_file_mb, bounds), max_output_bytes, bounds, fds)
     finally:
         if bounds is not None:
             bounds.close()
@@ -363,8 +363,8 @@ def _run(code: str, *, stdin: str, timeout_s: float, cpu_s: int, memory_mb: int,
             shutil.rmtree(base, ignore_errors=True)
 
 
-def _supervise(cmd: list[str], uid: int | None, stdin: bytes, timeout_s: float, preexec, max_output_bytes: int,
-               bounds: sandbox_bounds.CallBounds, pass_fds: list[int]) -> SandboxResult:
+def _supervise(cmd: list[str], uid: int | None, stdin: bytes, timeout_s: float, cpu_s: int, preexec,
+               max_output_bytes: int, bounds: sandbox_bounds.CallBounds, pass_fds: list[int]) -> SandboxResult:
     proc = subprocess.Popen(
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={},
         start_new_session=True, preexec_fn=preexec, close_fds=True, pass_fds=pass_fds)
@@ -428,11 +428,12 @@ def _supervise(cmd: list[str], uid: int | None, stdin: bytes, timeout_s: float, 
             error = f"killed by signal {signal.Signals(signum).name}"
             if "memory" in hits:
                 error += f": the call's memory bound was reached ({bounds.describe()})"
-            elif signum in (signal.SIGXCPU, signal.SIGKILL) and "processes" not in hits:
-                # RLIMIT_CPU sends SIGXCPU at the soft limit and SIGKILL at the hard one; with no
-                # other bound hit, a KILL at this point is the CPU limit
+            elif signum in (signal.SIGXCPU, signal.SIGKILL):
+                # The program is the pid namespace's init: signals from inside the sandbox cannot
+                # kill it, and we did not (no timeout, no overflow, no budget): a SIGKILL with no
+                # memory bound hit is the kernel's, at RLIMIT_CPU (soft = hard: SIGKILL at once)
                 hits.append("cpu")
-                error += " (CPU time limit per process)"
+                error += f" (the CPU time limit of {cpu_s}s per process)"
     if error is None and code not in (0, None) and {"memory", "processes"} & set(hits):
         # a process of the call was OOM-killed, or a fork refused, and the program then failed
         error = f"exited with code {code}"
