@@ -125,7 +125,12 @@ class HostWatch:
         while not self._stop.is_set():
             pids = [p for p in descendants(me) if p not in self._earlier]
             self.peak_processes = max(self.peak_processes, len(pids))
-            self.peak_process_bytes = max(self.peak_process_bytes, sum(_pss(p) for p in pids))
+            # Our direct child is the sandbox's launcher: between fork and exec it is a copy of
+            # this (large) test process, whose shared pages PSS would charge to the call; after
+            # exec it is bwrap, a megabyte or two. Everything the call runs is below it.
+            direct = set(_children(me))
+            inside = [p for p in pids if p not in direct]
+            self.peak_process_bytes = max(self.peak_process_bytes, sum(_pss(p) for p in inside))
             tmpfs = _tmpfs_used(pids)
             if tmpfs is None and pids:
                 tmpfs = _shmem() - self._shmem_before
