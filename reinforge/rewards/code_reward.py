@@ -2,13 +2,15 @@
 
 `task.metadata["tests"]` is a list of Python snippets (usually asserts) and
 `task.metadata["test_weights"]` optional weights, one per test. The solution (the last ```python
-fence of the response, else the whole response) and every test run in ONE sandbox run: the
-harness below executes the solution once, then each test in a copy of its namespace, and after
-each test writes `<nonce> <index> <1|0>` to a private copy of stdout. The solution's own prints go
-to stderr, and the nonce arrives on stdin, so `print("all passed")` or `os._exit(0)` earn
-nothing. (Code that deliberately introspects the harness's frames could find the nonce: the
-sandbox contains the damage, not that kind of reward hacking.) A hang or crash keeps the results
-written so far; the tests after it fail.
+fence of the response, else the whole response) and every test run in ONE sandbox call, in two
+processes: the judge (`code_judge.py`, the sandbox's main program) runs each test snippet itself,
+with the solution's names bound to proxies of a separate solution process (`code_server.py`)
+that answers with plain data. The verdict is decided and written (`<nonce> <index> <1|0>` on the
+judge's stdout) by a process the solution cannot patch, read, signal or write for: patching
+`builtins.exec`, exiting early, printing forged results, overriding `__eq__` on what it returns,
+or monkeypatching the checks all earn nothing (see code_judge.py for why each fails, and for
+the resulting limit: tests compare plain values). A hang keeps the results written so far; the
+tests after it fail. A solution that dies is reloaded for the next test.
 
 `DifficultyWeightedTests` weights each test by how often policies have failed it so far, as in
 VeRPO (verifiable dense rewards from weighted partial test passing): w_i ∝ (fails_i + 1) /
@@ -23,6 +25,7 @@ import math
 import re
 import secrets
 import threading
+from pathlib import Path
 
 from reinforge.envs.tools.sandbox import run_python
 from reinforge.rollout.trajectory import Trajectory
@@ -30,36 +33,9 @@ from reinforge.tasks.task import Task
 
 _FENCE = re.compile(r"```(?:python|py|python3)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
-_HARNESS = r'''
-import json, os, sys
-
-def _main():
-    payload = json.loads(sys.stdin.read())
-    nonce, solution, tests = payload["nonce"], payload["solution"], payload["tests"]
-    del payload
-    results = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)  # the solution's output goes to stderr, away from the results
-    sys.stdout = sys.stderr
-    namespace = {"__name__": "solution", "__builtins__": __builtins__}
-    try:
-        exec(compile(solution, "solution.py", "exec"), namespace)
-        loaded = True
-    except BaseException as err:
-        print(f"solution failed to load: {type(err).__name__}: {err}", file=sys.stderr)
-        loaded = False
-    for index, test in enumerate(tests):
-        passed = False
-        if loaded:
-            try:
-                exec(compile(test, f"test_{index}.py", "exec"), dict(namespace))
-                passed = True
-            except BaseException as err:
-                print(f"test {index} failed: {type(err).__name__}: {err}", file=sys.stderr)
-        results.write(f"{nonce} {index} {int(passed)}\n")
-        results.flush()
-
-_main()
-'''
+# The judge is the sandbox's main program; it starts the solution's process from the server's source.
+_JUDGE = (Path(__file__).parent / "code_judge.py").read_text(encoding="utf-8")
+_SERVER = (Path(__file__).parent / "code_server.py").read_text(encoding="utf-8")
 
 
 def extract_code(response: str) -> str:
@@ -74,8 +50,8 @@ def run_tests(task: Task, response: str, timeout_s: float = 5, memory_mb: int = 
     if not isinstance(tests, list) or not tests or not all(isinstance(t, str) for t in tests):
         raise ValueError(f"task {task.id!r}: metadata['tests'] must be a non-empty list of code strings")
     nonce = secrets.token_hex(16)
-    payload = json.dumps({"nonce": nonce, "solution": extract_code(response), "tests": tests})
-    result = run_python(_HARNESS, stdin=payload, timeout_s=timeout_s, cpu_s=math.ceil(timeout_s) + 1,
+    payload = json.dumps({"nonce": nonce, "solution": extract_code(response), "tests": tests, "server": _SERVER})
+    result = run_python(_JUDGE, stdin=payload, timeout_s=timeout_s, cpu_s=math.ceil(timeout_s) + 1,
                         memory_mb=memory_mb)
     passed = [False] * len(tests)
     for line in result.stdout.splitlines():

@@ -37,12 +37,16 @@ def truncate_start(text: str, max_chars: int) -> str:
 
 
 def python_tool(*, timeout_s: float = 5.0, cpu_s: int = 5, memory_mb: int = 256, max_processes: int = 32,
-                max_file_mb: int = 8, max_output_chars: int = 2000) -> Tool:
-    """The `python` tool. Checks here, before any call, that the sandbox works on this machine."""
+                max_file_mb: int = 8, disk_mb: int = 32, max_output_chars: int = 2000) -> Tool:
+    """The `python` tool. Checks here, before any call, that the sandbox works on this machine.
+
+    memory_mb and max_processes bound each call as a whole (all its processes); disk_mb is the
+    size of all it may write (work dir, /tmp, /dev/shm together); max_file_mb caps one file.
+    """
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
         raise ValueError(f"python tool: timeout_s must be a positive number, got {timeout_s!r}")
     for key, value in {"cpu_s": cpu_s, "memory_mb": memory_mb, "max_processes": max_processes,
-                       "max_file_mb": max_file_mb, "max_output_chars": max_output_chars}.items():
+                       "max_file_mb": max_file_mb, "disk_mb": disk_mb, "max_output_chars": max_output_chars}.items():
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"python tool: {key} must be a positive integer, got {value!r}")
     sandbox.check_sandbox()  # raises SandboxUnavailableError now, not on the model's first call
@@ -56,7 +60,7 @@ def python_tool(*, timeout_s: float = 5.0, cpu_s: int = 5, memory_mb: int = 256,
             code: the complete program; print() the values you want to see.
         """
         result = sandbox.run_python(code, timeout_s=timeout_s, cpu_s=cpu_s, memory_mb=memory_mb,
-                                    max_processes=max_processes, max_file_mb=max_file_mb,
+                                    max_processes=max_processes, max_file_mb=max_file_mb, disk_mb=disk_mb,
                                     max_output_bytes=max_output_bytes)
         if result.ok:
             return truncate(result.stdout, max_output_chars) if result.stdout else NO_OUTPUT

@@ -8,41 +8,63 @@ Layers, outermost first:
   (`bwrap --uid` alone would not do: inside a user namespace created by root the kernel uid is
   still 0.) Without root we run as the caller's uid and raise the process limit by the caller's
   current process count.
-- resource limits set in `preexec_fn`: CPU seconds, address space, processes, file size,
-  open files, no core dumps. bwrap and everything it starts inherit them.
+- whole-call bounds (`sandbox_bounds.py`): the call's processes together get `memory_mb` of
+  memory and `max_processes` tasks, through a cgroup made for the call (v2 or v1) where one can
+  be made, else a budget the supervisor enforces (polled PSS of all the call's processes,
+  RLIMIT_NPROC of its private uid). Host memory for one call is at most `memory_mb + disk_mb`.
+  The result names the mechanism (`bounds`) and the bounds the call ran into (`limits_hit`).
+- per-process resource limits set in `preexec_fn`: CPU seconds, address space (one process
+  alone cannot take more than the whole call may), processes, file size, open files, no core
+  dumps. bwrap and everything it starts inherit them.
 - bubblewrap: new user/pid/net/ipc/uts/cgroup namespaces (no network at all, not even
   loopback to the host), no nested user namespaces, a new session (no TIOCSTI), and a root
   filesystem that holds only: /usr (read-only), the Python installation (read-only, at
-  /opt/python when it lives outside /usr, e.g. pyenv under /root), a minimal /dev, /proc of
-  the sandbox's own pid namespace, a size-limited tmpfs /tmp and the run's work directory at
-  /sandbox (read-write, the cwd, deleted afterwards). No /etc, /root, /home, /work.
+  /opt/python when it lives outside /usr, e.g. pyenv under /root) with every site-packages /
+  dist-packages directory covered by an empty read-only mount (the stdlib only: nothing the host
+  pip-installed is importable), /dev with only null, zero, full, random and urandom, /proc of
+  the sandbox's own pid namespace, and the work directory /sandbox (the cwd). The root and /dev
+  are read-only; the ONLY writable storage is /sandbox, a tmpfs of `disk_mb` (/tmp and /dev/shm
+  are symlinks into it), so nothing the code writes reaches the host's disk, its total size is
+  capped, and it vanishes with the run. No host path of ours is mounted writable, and
+  /proc/self/mountinfo names no work directory (the code arrives through `bwrap --file`, from a
+  memfd). No /etc, /root, /home, /work.
+- a seccomp filter (`seccomp.py`, via `bwrap --seccomp`) denying with EPERM the syscalls a Python
+  solution never needs: io_uring, keyrings, ptrace and cross-process memory, bpf, perf,
+  userfaultfd, mount and namespace calls, modules, kexec, reboot, clocks; x32 and foreign ABIs too.
 - the interpreter runs isolated: `-I -S -B` (no env vars, no site, no user site, no .pyc).
-- a wall-clock timeout; output read incrementally and capped; on timeout or overflow the whole
-  sandbox is killed (bwrap's pid namespace dies with it, and every process of the run's uid is
-  killed as a last sweep).
+- a wall-clock timeout; output read incrementally and capped; on timeout, overflow or a broken
+  budget the whole sandbox is killed (bwrap's pid namespace dies with it; every process of the
+  call's cgroup, and of the run's uid, is killed as a last sweep).
 
-If bubblewrap is missing or cannot create its namespaces we raise `SandboxUnavailableError`:
-we never fall back to running the code unconfined (DESIGN.md invariant 6).
+If bubblewrap is missing or cannot create its namespaces, or there is no seccomp syscall table for
+this architecture, we raise `SandboxUnavailableError`: we never fall back to running the code
+unconfined (DESIGN.md invariant 6).
 """
 
 from __future__ import annotations
 
+import functools
+import glob
 import os
 import resource
 import secrets
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from reinforge.envs.tools import sandbox_bounds, seccomp
 
 SANDBOX_DIR = "/sandbox"  # the work directory, as the sandboxed code sees it
 _PYTHON_MOUNT = "/opt/python"
 _UID_RANGE = (1_000_000_000, 2_000_000_000)  # far above any uid in /etc/passwd or subuid maps
 _READ_CHUNK = 65536
+_DEVICES = ("null", "zero", "full", "random", "urandom")
 
 
 class SandboxUnavailableError(RuntimeError):
@@ -56,9 +78,12 @@ class SandboxResult:
     stdout: str
     stderr: str
     timed_out: bool
-    error: str | None  # why it did not run to completion (timeout, output limit, signal)
+    error: str | None  # why it did not run to completion (timeout, output limit, signal, which bound)
     pid: int | None = None  # host pid of the outer bwrap process
     uid: int | None = None  # host uid the sandboxed processes ran under
+    bounds: str = ""  # the mechanism that bounded the whole call, with its limits
+    limits_hit: list[str] = field(default_factory=list)  # "memory", "processes", "cpu", "wall-clock", "output"
+    peak_memory_bytes: int = 0  # the call's largest total memory the bound saw (0 if unknown)
 
 
 def _python_layout() -> tuple[str | None, str, dict[str, str]]:
@@ -73,6 +98,28 @@ def _python_layout() -> tuple[str | None, str, dict[str, str]]:
     return prefix, _PYTHON_MOUNT + exe[len(prefix) :], {"LD_LIBRARY_PATH": _PYTHON_MOUNT + "/lib"}
 
 
+@functools.lru_cache(maxsize=None)
+def _hidden_package_dirs(prefix: str | None) -> tuple[str, ...]:
+    """Sandbox paths of every third-party package directory of the mounted interpreters.
+
+    `-S` keeps them off sys.path, but code can append them; an empty mount over each makes the
+    stdlib all there is. (ensurepip's bundled wheels would also make pip importable.)
+    """
+    host = set(site.getsitepackages([sys.base_prefix]))
+    for pattern in ("/usr/lib/python3*/*-packages", "/usr/local/lib/python3*/*-packages",
+                    "/usr/lib/python3/dist-packages", sys.base_prefix + "/lib/python3*/ensurepip/_bundled"):
+        host.update(glob.glob(pattern))
+    inside = []
+    for path in sorted(os.path.realpath(p) for p in host):
+        if not os.path.isdir(path):
+            continue
+        if prefix is not None and path.startswith(prefix + "/"):
+            inside.append(_PYTHON_MOUNT + path[len(prefix):])
+        elif path.startswith("/usr/"):
+            inside.append(path)
+    return tuple(inside)
+
+
 # As root: bind the interpreter where the unprivileged uid can reach it (pyenv lives under /root,
 # mode 700, which that uid cannot traverse, and bwrap resolves bind sources as the calling uid),
 # in a private mount namespace that dies with the run, then drop to the run's uid and exec bwrap.
@@ -83,20 +130,25 @@ _ROOT_LAUNCHER = (
 )
 
 
-def _process_count(uid: int) -> int:
-    count = 0
+def _processes_of(uid: int) -> list[int]:
+    pids = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 if os.stat(f"/proc/{entry}").st_uid == uid:
-                    count += 1
+                    pids.append(int(entry))
             except OSError:
                 pass
-    return count
+    return pids
 
 
-def _limits(cpu_s: int, memory_mb: int, nproc: int, max_file_mb: int):
+def _process_count(uid: int) -> int:
+    return len(_processes_of(uid))
+
+
+def _limits(cpu_s: int, memory_mb: int, nproc: int, max_file_mb: int, bounds: sandbox_bounds.CallBounds):
     def apply() -> None:  # runs in the child between fork and exec
+        bounds.join()
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
@@ -135,14 +187,27 @@ def _writer(fd: int, data: bytes) -> None:
 
 
 def _children(pid: int) -> list[int]:
+    found = []
     try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                found += [int(p) for p in f.read().split()]
     except OSError:
-        return []
+        pass
+    return found
 
 
-def _kill_all(proc: subprocess.Popen, uid: int | None) -> None:
+def _descendants(pid: int) -> list[int]:
+    """`pid` and every process below it (orphans inside the sandbox are adopted by its pid 1)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += _children(current)
+    return found
+
+
+def _kill_all(proc: subprocess.Popen, uid: int | None, bounds: sandbox_bounds.CallBounds) -> None:
     # Kill the sandbox's pid 1 (the interpreter, bwrap --as-pid-1) first: the kernel then kills
     # everything else in its pid namespace, and bwrap, still alive, reaps it and exits. Killing
     # bwrap first would orphan pid 1 to the host's init, which in a container may never reap it.
@@ -158,6 +223,7 @@ def _kill_all(proc: subprocess.Popen, uid: int | None) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    bounds.kill_all()  # everything in the call's cgroup
     if uid is not None and _process_count(uid):
         # Last sweep: anything still running as the run's private uid. kill(-1) as that uid hits
         # exactly that uid's processes (and the sweeping shell itself).
@@ -166,11 +232,11 @@ def _kill_all(proc: subprocess.Popen, uid: int | None) -> None:
                        timeout=5, check=False)
 
 
-def _bwrap_command(bwrap: str, python_dir: str | None, python: str, workdir: str, env: dict[str, str],
-                   tmp_mb: int) -> list[str]:
+def _bwrap_command(bwrap: str, python_dir: str | None, python: str, env: dict[str, str], disk_mb: int,
+                   hidden: tuple[str, ...], code_fd: int, seccomp_fd: int) -> list[str]:
     cmd = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
            "--new-session", "--as-pid-1", "--clearenv", "--hostname", "sandbox",
-           "--ro-bind", "/usr", "/usr"]
+           "--seccomp", str(seccomp_fd), "--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         host = "/" + name
         if os.path.islink(host):
@@ -179,8 +245,20 @@ def _bwrap_command(bwrap: str, python_dir: str | None, python: str, workdir: str
             cmd += ["--ro-bind", host, host]
     if python_dir is not None:
         cmd += ["--ro-bind", python_dir, _PYTHON_MOUNT]
-    cmd += ["--dev", "/dev", "--proc", "/proc", "--size", str(tmp_mb << 20), "--tmpfs", "/tmp",
-            "--bind", workdir, SANDBOX_DIR, "--chdir", SANDBOX_DIR]
+    for path in hidden:  # an empty, read-only directory over each site-packages
+        cmd += ["--size", "4096", "--tmpfs", path, "--remount-ro", path]
+    cmd += ["--proc", "/proc", "--dir", "/dev"]
+    for name in _DEVICES:
+        cmd += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    for number, name in enumerate(("stdin", "stdout", "stderr")):
+        cmd += ["--symlink", f"/proc/self/fd/{number}", f"/dev/{name}"]
+    # The one writable mount, size-capped; /tmp and /dev/shm live inside it, so one cap covers all.
+    cmd += ["--size", str(disk_mb << 20), "--tmpfs", SANDBOX_DIR,
+            "--dir", f"{SANDBOX_DIR}/.tmp", "--dir", f"{SANDBOX_DIR}/.shm",
+            "--symlink", "/proc/self/fd", "/dev/fd", "--symlink", f"{SANDBOX_DIR}/.shm", "/dev/shm",
+            "--symlink", f"{SANDBOX_DIR}/.tmp", "/tmp",
+            "--file", str(code_fd), f"{SANDBOX_DIR}/main.py", "--chdir", SANDBOX_DIR,
+            "--remount-ro", "/"]
     for key, value in env.items():
         cmd += ["--setenv", key, value]
     cmd += ["--", python, "-I", "-S", "-B", f"{SANDBOX_DIR}/main.py"]
@@ -198,7 +276,7 @@ def check_sandbox() -> None:
         if _checked:
             return
         result = _run("print('ok')", stdin="", timeout_s=10, cpu_s=5, memory_mb=256,
-                      max_processes=32, max_file_mb=1, max_output_bytes=4096)
+                      max_processes=32, max_file_mb=1, disk_mb=4, max_output_bytes=4096)
         if not (result.ok and result.stdout.strip() == "ok"):
             raise SandboxUnavailableError(
                 "sandbox: bubblewrap could not run a trivial program, refusing to run model code "
@@ -206,22 +284,42 @@ def check_sandbox() -> None:
         _checked = True
 
 
-
 def run_python(code: str, *, stdin: str = "", timeout_s: float = 5, cpu_s: int = 5, memory_mb: int = 256,
-               max_processes: int = 32, max_file_mb: int = 8, max_output_bytes: int = 65536) -> SandboxResult:
-    """Run `code` as a Python script in the sandbox; see the module docstring for the limits."""
+               max_processes: int = 32, max_file_mb: int = 8, disk_mb: int = 32,
+               max_output_bytes: int = 65536) -> SandboxResult:
+    """Run `code` as a Python script in the sandbox; see the module docstring for the limits.
+
+    memory_mb and max_processes bound the whole call (all its processes together); disk_mb is the
+    size of its only writable storage (the work dir, /tmp and /dev/shm together); max_file_mb
+    caps one file; cpu_s is per process, timeout_s the wall clock of the call.
+    """
     check_sandbox()
     return _run(code, stdin=stdin, timeout_s=timeout_s, cpu_s=cpu_s, memory_mb=memory_mb,
-                max_processes=max_processes, max_file_mb=max_file_mb, max_output_bytes=max_output_bytes)
+                max_processes=max_processes, max_file_mb=max_file_mb, disk_mb=disk_mb,
+                max_output_bytes=max_output_bytes)
+
+
+def _memfd(name: str, data: bytes) -> int:
+    """An inheritable in-memory file holding `data`, positioned at its start (no host disk)."""
+    fd = os.memfd_create(name, 0)  # no MFD_CLOEXEC: bwrap, three execs down, reads it
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _run(code: str, *, stdin: str, timeout_s: float, cpu_s: int, memory_mb: int,
-         max_processes: int, max_file_mb: int, max_output_bytes: int) -> SandboxResult:
+         max_processes: int, max_file_mb: int, disk_mb: int, max_output_bytes: int) -> SandboxResult:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailableError(
             "sandbox: bubblewrap (bwrap) is not installed; install it (apt-get install bubblewrap). "
             "Model code is never run unconfined.")
+    try:
+        syscall_filter = seccomp.filter_program()
+    except seccomp.SeccompUnsupportedError as err:
+        raise SandboxUnavailableError(str(err)) from err
     prefix, python, env = _python_layout()
     root = os.geteuid() == 0
     if root:
@@ -232,38 +330,44 @@ def _run(code: str, *, stdin: str, timeout_s: float, cpu_s: int, memory_mb: int,
         nproc = max_processes + _process_count(os.getuid())
     env = {"PATH": "/usr/bin:/bin", "HOME": SANDBOX_DIR, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **env}
 
-    base = tempfile.mkdtemp(prefix="reinforge-sandbox-")
+    fds = [_memfd("main.py", code.encode("utf-8")), _memfd("seccomp", syscall_filter)]
+    base = None
+    bounds = None
     try:
-        os.chmod(base, 0o755)
-        workdir = os.path.join(base, "work")
-        os.mkdir(workdir, 0o700)
-        with open(os.path.join(workdir, "main.py"), "w", encoding="utf-8") as f:
-            f.write(code)
         python_dir = prefix
-        if root:
-            os.chown(workdir, uid, gid)
-            os.chown(os.path.join(workdir, "main.py"), uid, gid)
-            if prefix is not None:
-                python_dir = os.path.join(base, "python")
-                os.mkdir(python_dir, 0o755)
-        cmd = _bwrap_command(bwrap, python_dir, python, workdir, env, tmp_mb=max(1, 2 * max_file_mb))
+        if root and prefix is not None:
+            base = tempfile.mkdtemp(prefix=f"reinforge-sandbox-{os.getpid()}-")  # an empty mount point, nothing else
+            os.chmod(base, 0o755)
+            python_dir = os.path.join(base, "python")
+            os.mkdir(python_dir, 0o755)
+        cmd = _bwrap_command(bwrap, python_dir, python, env, disk_mb, _hidden_package_dirs(prefix), *fds)
         if root:
             unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
             if unshare is None or setpriv is None:
                 raise SandboxUnavailableError("sandbox: running as root needs util-linux unshare and setpriv")
             cmd = [unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", _ROOT_LAUNCHER,
                    "sh", prefix or "", python_dir or "", str(uid), *cmd]
-        return _supervise(cmd, uid, gid, stdin.encode(), timeout_s,
-                          _limits(cpu_s, memory_mb, nproc, max_file_mb), max_output_bytes)
+        bounds = sandbox_bounds.call_bounds(memory_mb << 20, disk_mb << 20, max_processes)
+        if bounds.kernel_enforced:
+            # a cgroup's pids.max is the bound; the rlimit stays as a backstop just above it, so
+            # the cgroup is what refuses the fork and its counter tells us the bound was hit
+            nproc += 4
+        return _supervise(cmd, uid, stdin.encode(), timeout_s, cpu_s,
+                          _limits(cpu_s, memory_mb, nproc, max_file_mb, bounds), max_output_bytes, bounds, fds)
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        if bounds is not None:
+            bounds.close()
+        for fd in fds:
+            os.close(fd)
+        if base is not None:
+            shutil.rmtree(base, ignore_errors=True)
 
 
-def _supervise(cmd: list[str], uid: int | None, gid: int | None, stdin: bytes,
-               timeout_s: float, preexec, max_output_bytes: int) -> SandboxResult:
+def _supervise(cmd: list[str], uid: int | None, stdin: bytes, timeout_s: float, cpu_s: int, preexec,
+               max_output_bytes: int, bounds: sandbox_bounds.CallBounds, pass_fds: list[int]) -> SandboxResult:
     proc = subprocess.Popen(
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={},
-        start_new_session=True, preexec_fn=preexec, close_fds=True)
+        start_new_session=True, preexec_fn=preexec, close_fds=True, pass_fds=pass_fds)
     out, err = bytearray(), bytearray()
     overflow = threading.Event()
     threads = [
@@ -275,39 +379,70 @@ def _supervise(cmd: list[str], uid: int | None, gid: int | None, stdin: bytes,
     for t in threads:
         t.start()
     deadline = time.monotonic() + timeout_s
-    timed_out = False
+    timed_out = budget_broken = False
+    polling = not bounds.kernel_enforced  # budget mode: the supervisor enforces the memory bound
+    next_poll = time.monotonic() + sandbox_bounds.POLL_S
     while proc.poll() is None:
+        now = time.monotonic()
         if overflow.is_set():
             break
-        if time.monotonic() >= deadline:
+        if now >= deadline:
             timed_out = True
             break
-        time.sleep(0.01)
+        if polling and now >= next_poll:
+            next_poll = now + sandbox_bounds.POLL_S
+            pids = _processes_of(uid) if uid is not None else _descendants(proc.pid)
+            if bounds.poll(pids) is not None:
+                budget_broken = True
+                break
+        time.sleep(0.005)
     abnormal = proc.poll() is None
     if abnormal:
-        _kill_all(proc, uid)
+        _kill_all(proc, uid, bounds)
     proc.wait()
     for t in threads[1:]:
         t.join(timeout=2)
     if any(t.is_alive() for t in threads[1:]):  # something still holds the pipes: sweep again
-        _kill_all(proc, uid)
+        _kill_all(proc, uid, bounds)
         for t in threads[1:]:
             t.join(timeout=2)
     proc.stdout.close()
     proc.stderr.close()
 
     code = proc.returncode
+    hits = bounds.hits()
     error = None
     if timed_out:
         error = f"timed out after {timeout_s:g}s"
+        hits.append("wall-clock")
     elif overflow.is_set():
         error = f"output exceeded {max_output_bytes} bytes"
-    elif code is not None and code < 0:
-        error = f"killed by signal {signal.Signals(-code).name}"
-    elif code is not None and code > 128 and code - 128 in signal.Signals._value2member_map_:
-        # bwrap reports its command killed by signal N (e.g. SIGKILL at RLIMIT_CPU) as exit 128 + N
-        error = f"killed by signal {signal.Signals(code - 128).name}"
+        hits.append("output")
+    elif budget_broken:
+        error = f"killed: the call's memory bound was exceeded ({bounds.describe()})"
+    else:
+        signum = -code if code is not None and code < 0 else None
+        if code is not None and code > 128 and code - 128 in signal.Signals._value2member_map_:
+            signum = code - 128  # bwrap reports its command killed by signal N as exit 128 + N
+        if signum is not None:
+            error = f"killed by signal {signal.Signals(signum).name}"
+            if "memory" in hits:
+                error += f": the call's memory bound was reached ({bounds.describe()})"
+            elif signum in (signal.SIGXCPU, signal.SIGKILL):
+                # The program is the pid namespace's init: signals from inside the sandbox cannot
+                # kill it, and we did not (no timeout, no overflow, no budget): a SIGKILL with no
+                # memory bound hit is the kernel's, at RLIMIT_CPU (soft = hard: SIGKILL at once)
+                hits.append("cpu")
+                error += f" (the CPU time limit of {cpu_s}s per process)"
+    if error is None and code not in (0, None) and {"memory", "processes"} & set(hits):
+        # a process of the call was OOM-killed, or a fork refused, and the program then failed
+        error = f"exited with code {code}"
+        if "memory" in hits:
+            error += f"; a process was killed at the call's memory bound ({bounds.describe()})"
+    if error is not None and "processes" in hits:
+        error += f"; the process bound was reached, forks were refused ({bounds.describe()})"
     ok = code == 0 and error is None
     return SandboxResult(ok=ok, exit_code=code, stdout=out.decode("utf-8", "replace"),
                          stderr=err.decode("utf-8", "replace"), timed_out=timed_out, error=error,
-                         pid=proc.pid, uid=uid)
+                         pid=proc.pid, uid=uid, bounds=bounds.describe(), limits_hit=hits,
+                         peak_memory_bytes=bounds.peak_bytes)

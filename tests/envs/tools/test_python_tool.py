@@ -73,8 +73,23 @@ def test_network_through_the_tool_is_an_error() -> None:
     assert "OSError" in result.error or "Errno" in result.error
 
 
+def test_limit_hits_are_named_in_the_error() -> None:
+    registry = ToolRegistry([python_tool(timeout_s=5.0, memory_mb=64, disk_mb=4, max_output_chars=400)])
+    forks = ("import os, time\nfor i in range(8):\n    if os.fork() == 0:\n"
+             "        b = bytearray(50 * 1024 * 1024)\n        time.sleep(2)\n        os._exit(0)\n"
+             "os.wait()\nraise SystemExit(os.waitstatus_to_exitcode(os.wait()[1]))\n")
+    result = run(registry, forks)
+    assert not result.ok and "memory bound" in result.error, result.error
+    bomb = run(registry, "import os, time\nfor _ in range(100):\n    os.fork()\n")
+    assert not bomb.ok and "process bound was reached" in bomb.error, bomb.error
+    disk = run(registry, "open('f', 'wb').write(b'x' * (6 << 20))")
+    assert not disk.ok and "No space left on device" in disk.error
+
+
 def test_bad_limits_are_refused() -> None:
     with pytest.raises(ValueError, match="memory_mb must be a positive integer"):
         python_tool(memory_mb=0)
+    with pytest.raises(ValueError, match="disk_mb must be a positive integer"):
+        python_tool(disk_mb=0)
     with pytest.raises(ValueError, match="timeout_s must be a positive number"):
         python_tool(timeout_s=-1)
