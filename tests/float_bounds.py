@@ -31,8 +31,8 @@ SLACK = 8.0
 def network_sizes(model: torch.nn.Module) -> tuple[int, int]:
     """(layers, longest reduction): the depth and the longest dot product of a transformer forward."""
     config = model.config
-    longest = max(config.hidden_size, getattr(config, "intermediate_size", 0) or 0)
-    return config.num_hidden_layers, longest
+    mlp = getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * config.hidden_size  # GPT-2: 4 x width
+    return config.num_hidden_layers, max(config.hidden_size, mlp)
 
 
 def forward_bound(model: torch.nn.Module, scale: float) -> float:
@@ -100,3 +100,11 @@ def assert_adam_steps_agree(start: torch.nn.Module, a: torch.nn.Module, b: torch
 def assert_within(a: torch.Tensor, b: torch.Tensor, bound: torch.Tensor | float, what: str) -> None:
     excess = ((a.double() - b.double()).abs() - bound).max().item()
     assert excess <= 0, f"{what}: differs by {excess:.3g} more than the float-noise bound"
+
+
+@torch.no_grad()
+def logit_bound(model: torch.nn.Module, sequences: list[list[int]]) -> float:
+    """forward_bound at the scale of `model`'s largest |logit| on `sequences` (each run alone): the
+    bound for logits and for log-probs (a log-softmax errs as much as the logits it reads)."""
+    scale = max(model(torch.tensor([s])).logits.abs().max().item() for s in sequences)
+    return forward_bound(model, scale)
