@@ -16,7 +16,7 @@ from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.rollout.trajectory import Trajectory
-from float_bounds import adam_first_step_bound, assert_within, gradient_bound, network_sizes
+from float_bounds import adam_first_step_bound, assert_within, gradient_bound, logit_bound, network_sizes
 
 PAD = 0
 
@@ -179,10 +179,12 @@ def test_learner_logprobs_and_frozen_reference(tokenizer, rollout_batch) -> None
     with torch.no_grad():
         direct, _ = token_logprobs(model, rollout_batch.input_ids, rollout_batch.attention_mask)
     mask = rollout_batch.loss_mask
-    # micro-batched (trimmed widths) == one forward on the whole batch, on the trained positions
-    assert (learner.logprobs(rollout_batch) - direct)[mask].abs().max().item() < 1e-5
+    # micro-batched (trimmed widths) == one forward on the whole batch, on the trained positions,
+    # up to float32 noise (tests/float_bounds.py); an off-by-one position moves them by >1e-2
+    noise = logit_bound(model, [row[m].tolist() for row, m in zip(rollout_batch.input_ids, rollout_batch.attention_mask.bool())])
+    assert (learner.logprobs(rollout_batch) - direct)[mask].abs().max().item() < noise
     ref_before = reference.logprobs(rollout_batch)
-    assert (ref_before - direct)[mask].abs().max().item() < 1e-5
+    assert (ref_before - direct)[mask].abs().max().item() < noise
     learner.train_step(rollout_batch, ppo_loss)
     assert (learner.logprobs(rollout_batch) - direct)[mask].abs().max().item() > 1e-4  # policy moved
     assert torch.equal(reference.logprobs(rollout_batch), ref_before)  # reference did not
