@@ -18,6 +18,7 @@ from reinforge.learner.batch import collate
 from reinforge.learner.logprobs import token_logprobs
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.tasks.task import Task
+from float_bounds import logit_bound
 
 TEXTS = ["1+2=", "35+7=", "123+456=", "9=", "80+801="]
 GROUP = 3
@@ -78,7 +79,10 @@ def test_learner_logprobs_equal_behaviour_logprobs(sharp_nano_model, tokenizer, 
     assert new_logprobs.shape == batch.old_logprobs.shape
     mask = batch.loss_mask
     diff = (new_logprobs - batch.old_logprobs)[mask].abs().max().item()
-    assert diff < 1e-4, f"learner vs engine log-prob mismatch {diff:.2e}"
+    # Batched learner forward vs the engine's cached decode: float32 noise at the scale of the
+    # tempered logits (tests/float_bounds.py); a wrong token, position or temperature moves >1e-2.
+    bound = logit_bound(sharp_nano_model, [t.token_ids for t in trajectories]) / min(temperature, 1.0)
+    assert diff < bound, f"learner vs engine log-prob mismatch {diff:.2e} (float-noise bound {bound:.2e})"
     assert batch.old_logprobs[mask].min() < -0.5  # not a trivially deterministic policy
     assert torch.isfinite(entropy[mask]).all()
 

@@ -16,6 +16,7 @@ from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.rollout.trajectory import Trajectory
+from float_bounds import adam_first_step_bound, assert_within, gradient_bound, logit_bound, network_sizes
 
 PAD = 0
 
@@ -102,24 +103,30 @@ def run_step(tokenizer, batch, micro_batch_size: int):
     metrics = learner.train_step(batch, ppo_loss)
     updates = {name: model.state_dict()[name] - before[name] for name in before}
     grads = {name: p.grad.clone() for name, p in model.named_parameters()}
-    return updates, grads, metrics, learner
+    return updates, grads, metrics, before
 
 
 @pytest.mark.parametrize("micro_batch_size", [2, 3])
 def test_gradient_accumulation_matches_one_full_batch(tokenizer, rollout_batch, micro_batch_size) -> None:
-    full_updates, full_grads, full_metrics, _ = run_step(tokenizer, rollout_batch, micro_batch_size=8)
+    full_updates, full_grads, full_metrics, start = run_step(tokenizer, rollout_batch, micro_batch_size=8)
     micro_updates, micro_grads, micro_metrics, _ = run_step(tokenizer, rollout_batch, micro_batch_size)
 
     assert 0.0 < full_metrics["clip_frac"] < 1.0  # the clipped branch is exercised
     assert max(u.abs().max().item() for u in full_updates.values()) > 1e-4  # the step did something
+    # Accumulating micro-batches adds in another order: equal up to float32 noise (tests/float_bounds.py).
+    layers, _ = network_sizes(build_tiny_llama(tokenizer, "nano", seed=0))
+    tokens = int(rollout_batch.loss_mask.sum())
     for name in full_grads:
-        torch.testing.assert_close(micro_grads[name], full_grads[name], rtol=1e-4, atol=1e-7, msg=name)
-        # Adam's first step is ~lr * sign(grad); where |grad| is near Adam's eps (1e-8) float noise
-        # in the gradient moves the update by a fraction of lr, so updates agree to 1% of lr.
-        assert (micro_updates[name] - full_updates[name]).abs().max().item() < 1e-5, name
-    assert micro_metrics["grad_norm"] == pytest.approx(full_metrics["grad_norm"], rel=1e-5)
-    assert micro_metrics["loss"] == pytest.approx(full_metrics["loss"], rel=1e-5, abs=1e-7)
-    assert micro_metrics["entropy"] == pytest.approx(full_metrics["entropy"], rel=1e-5)
+        assert_within(micro_grads[name], full_grads[name], gradient_bound(full_grads[name], tokens, layers + 1), name)
+        # Adam's first step is ~lr * sign(grad): where |grad| is near Adam's eps float noise in the
+        # gradient moves the update by a fraction of lr; adam_first_step_bound says how far.
+        bound = adam_first_step_bound(start[name], micro_grads[name], full_grads[name], lr=1e-3)
+        assert_within(micro_updates[name], full_updates[name], bound, name)
+    # Scalars summed over tokens: relative error ~ sqrt(tokens) * EPS32 per sum, SLACK-fold (<1e-5).
+    rel = gradient_bound(torch.ones(1), tokens, layers + 1)
+    assert micro_metrics["grad_norm"] == pytest.approx(full_metrics["grad_norm"], rel=rel)
+    assert micro_metrics["loss"] == pytest.approx(full_metrics["loss"], rel=rel, abs=rel)
+    assert micro_metrics["entropy"] == pytest.approx(full_metrics["entropy"], rel=rel)
 
 
 def test_without_the_normalizer_micro_batches_weigh_tokens_differently(tokenizer, rollout_batch) -> None:
@@ -172,10 +179,12 @@ def test_learner_logprobs_and_frozen_reference(tokenizer, rollout_batch) -> None
     with torch.no_grad():
         direct, _ = token_logprobs(model, rollout_batch.input_ids, rollout_batch.attention_mask)
     mask = rollout_batch.loss_mask
-    # micro-batched (trimmed widths) == one forward on the whole batch, on the trained positions
-    assert (learner.logprobs(rollout_batch) - direct)[mask].abs().max().item() < 1e-5
+    # micro-batched (trimmed widths) == one forward on the whole batch, on the trained positions,
+    # up to float32 noise (tests/float_bounds.py); an off-by-one position moves them by >1e-2
+    noise = logit_bound(model, [row[m].tolist() for row, m in zip(rollout_batch.input_ids, rollout_batch.attention_mask.bool())])
+    assert (learner.logprobs(rollout_batch) - direct)[mask].abs().max().item() < noise
     ref_before = reference.logprobs(rollout_batch)
-    assert (ref_before - direct)[mask].abs().max().item() < 1e-5
+    assert (ref_before - direct)[mask].abs().max().item() < noise
     learner.train_step(rollout_batch, ppo_loss)
     assert (learner.logprobs(rollout_batch) - direct)[mask].abs().max().item() > 1e-4  # policy moved
     assert torch.equal(reference.logprobs(rollout_batch), ref_before)  # reference did not

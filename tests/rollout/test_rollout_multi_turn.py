@@ -14,6 +14,7 @@ from reinforge.learner.policy_learner import compute_logprobs
 from reinforge.rollout.episode_metrics import episode_metrics
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.tasks.task import Task
+from float_bounds import logit_bound
 
 TASKS = [Task(id="a", prompt="12*34=", answer="408", verifier="numeric"), Task(id="b", prompt="7*8=", answer="56", verifier="numeric")]
 
@@ -160,4 +161,6 @@ def test_learner_logprobs_match_the_engine_over_multi_turn_episodes(tokenizer, s
     recomputed = compute_logprobs(sharp_nano_model, batch, micro_batch_size=8, temperature=1.0)
     mask = batch.loss_mask
     assert mask.sum() > 3 * len(out)
-    assert torch.allclose(recomputed[mask], batch.old_logprobs[mask], atol=1e-4)
+    # Batched recompute vs cached decode: float32 noise only (tests/float_bounds.py).
+    bound = logit_bound(sharp_nano_model, [t.token_ids for t in out])
+    assert torch.allclose(recomputed[mask], batch.old_logprobs[mask], atol=bound, rtol=0)

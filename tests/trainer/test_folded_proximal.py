@@ -32,6 +32,7 @@ from reinforge.rollout.episodes import rollout_groups
 from reinforge.tasks.task import Task
 from reinforge.trainer.advantage_step import prepare_batch, proximal_forward_folds
 from reinforge.trainer.policy_objective import make_policy_objective
+from float_bounds import assert_adam_steps_agree, forward_bound, gradient_bound, network_sizes
 
 TEXTS = ["1+2=", "35+7=", "123+456=", "9="]
 GROUP = 4
@@ -116,14 +117,26 @@ def test_fold_equals_the_two_forward_update(stale, tokenizer, policy_loss: str, 
     explicit.advantages = batch.advantages  # no ACE: the advantages do not depend on log-probs
     explicit_metrics = by_hand.train_step(explicit, loss_fn)
 
+    # The two paths add in another order (train- vs eval-mode forward, micro-batch widths), so
+    # they agree up to float32 noise (tests/float_bounds.py), not bit for bit.
     assert max_weight_diff(start, folded.model) > 1e-4  # the step moved the weights ...
-    assert max_weight_diff(folded.model, by_hand.model) < 1e-6  # ... the same way
-    for key in ("tis_weight_mean", "tis_capped_frac"):
-        assert folded_metrics[key] == pytest.approx(tis_metrics[key], abs=1e-6), key
-    assert folded_metrics["loss"] == pytest.approx(explicit_metrics["loss"], abs=1e-6)
+    layers, _ = network_sizes(start)
+    tokens = int(explicit.loss_mask.sum())
+    for (name, a), b in zip(folded.model.named_parameters(), by_hand.model.parameters()):
+        print(f"GRAD {name} ratio {(a.grad - b.grad).abs().max().item() / gradient_bound(a.grad, tokens, layers + 1):.3g}")
+        assert (a.grad - b.grad).abs().max().item() <= gradient_bound(a.grad, tokens, layers + 1), name
+    assert_adam_steps_agree(start, folded.model, by_hand.model, lr=1e-3)  # ... the same way
+    # Proximal log-probs of the two paths differ by forward noise; the TIS weights exp(prox - behav)
+    # (<= CAP) and the loss (sum of |A| * weight / tokens) inherit it relative to their size.
+    noise = forward_bound(start, scale=proximal[explicit.loss_mask].abs().max().item())
+    print("OLDW", max_weight_diff(folded.model, by_hand.model), "TIS", abs(folded_metrics["tis_weight_mean"]-tis_metrics["tis_weight_mean"])/(CAP*noise), "LOSS", abs(folded_metrics["loss"] - explicit_metrics["loss"])/(CAP * batch.advantages.abs().max().item() * noise), "noise", noise)
+    assert folded_metrics["tis_weight_mean"] == pytest.approx(tis_metrics["tis_weight_mean"], abs=CAP * noise)
+    assert folded_metrics["tis_capped_frac"] == tis_metrics["tis_capped_frac"]  # no weight is near the cap
+    assert folded_metrics["loss"] == pytest.approx(explicit_metrics["loss"], abs=CAP * batch.advantages.abs().max().item() * noise)
     # Hand check of the metrics: raw weights ~exp(-SHIFT) (kept) or ~exp(SHIFT) > CAP (capped).
     assert folded_metrics["tis_capped_frac"] == pytest.approx(capped_share, abs=1e-9)
     expected_mean = capped_share * CAP + (1 - capped_share) * torch.exp(torch.tensor(-SHIFT)).item()
+    print("OLDW", max_weight_diff(folded.model, by_hand.model), "TIS", abs(folded_metrics["tis_weight_mean"]-tis_metrics["tis_weight_mean"])/(CAP*noise), "LOSS", abs(folded_metrics["loss"] - explicit_metrics["loss"])/(CAP * batch.advantages.abs().max().item() * noise), "noise", noise)
     assert folded_metrics["tis_weight_mean"] == pytest.approx(expected_mean, abs=1e-3)
 
 
