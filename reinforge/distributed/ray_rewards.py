@@ -27,6 +27,7 @@ from typing import Any
 
 from reinforge.distributed.ray_cluster import import_ray, start_ray
 from reinforge.distributed.ray_engine import LOGS_HINT, WorkerError, WorkerTimeoutError
+from reinforge.rewards.call_errors import RewardTimeout, RewardWorkerDied
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 
 log = logging.getLogger(__name__)
@@ -160,20 +161,35 @@ class RemoteRewardFn:
             self.mean_metric = info["mean_metric"]
 
     def __call__(self, task, item):
-        return self.pool.call("call", self.name, task, item)
+        return as_reward_failure(self.pool.call, "call", self.name, task, item)
 
 
 class RemoteBatchedRewardFn(RemoteRewardFn):
     """...that also scores a whole batch in one call (`score_batch`), e.g. a reward model."""
 
     def score_batch(self, tasks, trajectories):
-        return self.pool.call("call_batch", self.name, tasks, trajectories)
+        return as_reward_failure(self.pool.call, "call_batch", self.name, tasks, trajectories)
+
+
+def as_reward_failure(call, *args: Any) -> Any:
+    """A Ray worker's timeout or death, as the reason the scorer counts (as in-process scoring does)."""
+    try:
+        return call(*args)
+    except WorkerTimeoutError as err:
+        raise RewardTimeout(str(err)) from err
+    except WorkerError as err:
+        raise RewardWorkerDied(str(err)) from err
 
 
 class RayRewardScorer(RewardScorer):
-    """A RewardScorer whose stateless components run in a RewardWorkerPool; `close` stops the pool."""
+    """A RewardScorer whose stateless components run in a RewardWorkerPool; `close` stops the pool.
+
+    The scorer's side runs in threads (`isolation="thread"`): each thread only waits on a Ray call,
+    which the pool itself bounds and kills. Evaluation's verifier calls run in the scorer's own
+    threads; failures keep the same reasons as in-process scoring (timeout, worker_died, raised)."""
 
     def __init__(self, components: list[NamedReward], pool: RewardWorkerPool, **kwargs: Any):
+        kwargs["isolation"] = "thread"
         super().__init__(components, **kwargs)
         self.pool = pool
 

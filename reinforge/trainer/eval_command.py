@@ -29,7 +29,7 @@ from reinforge.trainer.rl_loop import episode_token_budget
 from reinforge.models.loading import ModelLoadError, check_model_dir, load_model_and_tokenizer
 from reinforge.tasks.registry import check_task_config, load_tasks
 from reinforge.trainer.eval_metrics import summarize
-from reinforge.trainer.evaluation import evaluate
+from reinforge.trainer.evaluation import evaluate, verifier_pool
 
 
 def default_k_values(samples: int) -> list[int]:
@@ -131,10 +131,11 @@ def run_eval(cfg: Config, output: Path | None = None, k_values: Sequence[int] | 
     samples = cfg.eval.samples
     max_new_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
     start = time.perf_counter()
-    metrics, records = evaluate(
-        engine, env, tasks, max_new_tokens, samples, cfg.rollout.temperature, seed=cfg.trainer.seed,
-        max_episode_tokens=episode_token_budget(cfg, model),
-    )
+    with verifier_pool(cfg.reward.workers, cfg.reward.timeout_s, cfg.reward.isolation) as verify:
+        metrics, records = evaluate(
+            engine, env, tasks, max_new_tokens, samples, cfg.rollout.temperature, seed=cfg.trainer.seed,
+            max_episode_tokens=episode_token_budget(cfg, model), verify=verify,
+        )
     seconds = time.perf_counter() - start
 
     summary = summarize(records, default_k_values(samples) if k_values is None else k_values, seed=cfg.trainer.seed)
