@@ -223,7 +223,10 @@ class ProcessCallPool:
         finished = 0
         if worker.chunk:
             running = worker.chunk.popleft()
-            code = worker.process.poll()
+            try:
+                code = worker.process.wait(timeout=5)  # its pipe closed: it is exiting, or gone
+            except subprocess.TimeoutExpired:
+                code = None
             how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit status {code}"
             outcomes[running.index] = RewardWorkerDied(
                 f"reward {self._label(running.call)}: the worker process died during the call ({how})"
