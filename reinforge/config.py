@@ -250,7 +250,7 @@ class Config(Section):
     sft: SFTConfig = Field(default_factory=SFTConfig, description="Supervised warm-up before RL.")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Sampling of trajectories.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="The environment: single-turn, or multi-turn with tools.")
-    algo: AlgoConfig = Field(default_factory=AlgoConfig, description="The RL method: advantages, losses, optimizer.")
+    algo: AlgoConfig = Field(default_factory=AlgoConfig, description="The RL method: advantages, losses, optimizer. The policy runs with dropout off (eval mode) while it samples, is scored and is updated, so the first update's ratio is exactly 1; supervised warm-up keeps the model's dropout.")
     critic: CriticConfig = Field(default_factory=CriticConfig, description="Learned value function (gae).")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward functions and their limits.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")

@@ -27,6 +27,7 @@ from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.tasks.registry import load_tasks
 from reinforge.tasks.task import TaskSplits, task_text
 from reinforge.telemetry import MetricsLogger, print_summary, reward_curve_summary, time_split
+from reinforge.telemetry.reward_failures import describe_reward_failures, reward_failure_totals
 from reinforge.telemetry.wandb_sink import wandb_available
 from reinforge.trainer.preflight import check_prompt_lengths, preflight
 from reinforge.trainer.rl_loop import RLComponents, RLResult, episode_token_budget, run_rl
@@ -213,6 +214,7 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
         ("reward, first 10% of steps", f"{curve['first_10pct_mean']:.3f}"),
         ("reward, last 10% of steps", f"{curve['last_10pct_mean']:.3f}"),
         ("reward, best 10-step average", f"{curve['max_moving_avg_10']:.3f}"),
+        ("reward failures", describe_reward_failures(reward_failure_totals(result.steps))),
         ("sft", f"{sft_seconds:.1f} s"),
         *time_split({phase: s for phase, s in result.seconds.items() if s > 0}),
         ("run directory", str(run_dir)),
