@@ -159,6 +159,9 @@ class ProcessCallPool:
             readable = wait([w.reader for w in self._workers], timeout)
             for worker in [w for w in self._workers if w.reader in readable]:
                 remaining -= self._receive(worker, queue, outcomes)
+                # Drain what else it has sent (a cheap verifier answers faster than one wait() per answer).
+                while worker in self._workers and worker.chunk and self._has_message(worker):
+                    remaining -= self._receive(worker, queue, outcomes)
             now = time.monotonic()
             for worker in list(self._workers):
                 if now < self._deadline(worker) or (worker.ready and not worker.chunk):
@@ -172,6 +175,13 @@ class ProcessCallPool:
                 )
                 remaining -= 1
                 self._replace(worker, queue)
+
+    @staticmethod
+    def _has_message(worker: _Worker) -> bool:
+        try:
+            return worker.reader.poll(0)
+        except (OSError, EOFError):
+            return True  # its death is the message: _receive handles it
 
     def _deadline(self, worker: _Worker) -> float:
         if not worker.ready:
