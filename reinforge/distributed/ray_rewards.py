@@ -4,8 +4,9 @@ The `RewardScorer` stays in the trainer's process and keeps everything that is a
 batch: its thread pool and per-call timeout, the cache, gates and combination, the error count,
 `max_error_fraction` and the metrics. Only the calls of the reward functions move: each component's
 function is replaced by a `RemoteRewardFn` proxy whose call runs the real function (built from the
-config by name, inside the actor) on one of N Ray actors, round-robin. With `reward.workers`
-scorer threads waiting on N actors, up to min(reward.workers, N) calls run at once, on any node.
+config by name, inside the actor) on one of N Ray actors, whichever is free (one call per actor at
+a time). With `reward.workers` scorer threads waiting on N actors, up to min(reward.workers, N)
+calls run at once, on any node.
 
 Stateful reward functions (those with `state_dict`, e.g. `code_tests_difficulty`, whose weights
 learn from every call) stay in-process: their state must be one, and checkpointed with the run.
@@ -19,9 +20,9 @@ raises `WorkerError` naming the worker, which the scorer records (and past
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
+import queue
 import threading
 from typing import Any
 
@@ -87,7 +88,10 @@ class RewardWorkerPool:
         self.start_timeout_s = float(start_timeout_s)  # a call on a fresh actor, which imports and builds first
         self.replacements = 0
         self._lock = threading.Lock()
-        self._next = itertools.count()
+        self._started: list[Any] = []  # actors that have answered once (a handle is not hashable)
+        self._free: queue.SimpleQueue[int] = queue.SimpleQueue()  # indices of actors without a call
+        for worker in range(num_workers):
+            self._free.put(worker)
         self._actor_class = self.ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(RewardWorker)
         self._actors = [self._actor_class.remote(specs) for _ in range(num_workers)]
         try:
@@ -97,20 +101,34 @@ class RewardWorkerPool:
             raise
 
     def call(self, method: str, *args: Any) -> Any:
-        worker = next(self._next) % len(self._actors)
-        return self._run(worker, method, args)
+        """Run on a free actor, waiting for one: an actor runs one call at a time, so a call's
+        timeout is its own, never the time spent queued behind a hung call on the same actor
+        (which would count a sample that never hung as a timeout)."""
+        worker = self._free.get()
+        try:
+            return self._run(worker, method, args)
+        finally:
+            self._free.put(worker)
 
     def _run(self, worker: int, method: str, args: tuple, fresh: bool = False) -> Any:
         from ray.exceptions import GetTimeoutError, RayActorError, WorkerCrashedError
 
         for attempt in (0, 1):
             actor = self._actors[worker]
-            timeout = self.start_timeout_s if (fresh or attempt) else self.timeout_s
-            ref = getattr(actor, method).remote(*args)
+            timeout = self.start_timeout_s if fresh else self.timeout_s
             try:
-                return self.ray.get(ref, timeout=timeout)
+                if not fresh and actor not in self._started:
+                    # A replacement imports and builds first: that gets the start deadline, and
+                    # the call itself the call deadline, as on any other actor.
+                    self.ray.get(actor.pid.remote(), timeout=self.start_timeout_s)
+                    self._started.append(actor)
+                ref = getattr(actor, method).remote(*args)
+                value = self.ray.get(ref, timeout=timeout)
+                if fresh:
+                    self._started.append(actor)
+                return value
             except GetTimeoutError:
-                self._replace(worker, actor)  # a stuck actor would stall every call queued behind it
+                self._replace(worker, actor)  # stuck: kill it, so the next call gets a working one
                 raise WorkerTimeoutError(
                     f"reward worker {worker} did not answer a {method} call within {timeout:g} s; it was replaced. "
                     f"{LOGS_HINT}"
@@ -126,16 +144,18 @@ class RewardWorkerPool:
                 self._replace(worker, actor)
         raise AssertionError("unreachable")
 
-    def _replace(self, worker: int, dead: Any) -> None:
+    def _replace(self, worker: int, dead: Any) -> bool:
+        """Kill `dead` and start a new actor in its place; False when another thread already did."""
         with self._lock:
             if self._actors[worker] is not dead:  # another thread replaced it already
-                return
+                return False
             try:
                 self.ray.kill(dead, no_restart=True)
             except Exception:  # noqa: BLE001 - already gone
                 pass
             self._actors[worker] = self._actor_class.remote(self.specs)
             self.replacements += 1
+            return True
 
     def actors(self) -> list[Any]:
         return list(self._actors)
@@ -192,6 +212,12 @@ class RayRewardScorer(RewardScorer):
         kwargs["isolation"] = "thread"
         super().__init__(components, **kwargs)
         self.pool = pool
+        # The pool bounds its calls itself (timeout, then one retry on a fresh actor when the call
+        # only waited behind a hung one): the scorer's thread timeout must not cut that retry short.
+        backstop = pool.timeout_s + pool.start_timeout_s + 5.0
+        for c in components:
+            if isinstance(c.fn, RemoteRewardFn):
+                self._threads.timeouts[c.name] = backstop
 
     def close(self) -> None:
         super().close()

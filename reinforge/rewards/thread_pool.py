@@ -28,6 +28,9 @@ class ThreadCallPool:
         self.fns = dict(fns)
         self.num_workers = workers
         self.timeout_s = float(timeout_s)
+        # Per component, where the call bounds itself (a Ray proxy: the pool's own timeout and one
+        # retry on a fresh actor) and this thread's timeout is only a backstop.
+        self.timeouts: dict[str, float] = {}
         self.abandoned = 0  # threads left behind in a call that timed out
         self._names = itertools.count()
         self._lock = threading.Lock()
@@ -78,9 +81,10 @@ class ThreadCallPool:
                     pass
                 now = time.monotonic()
                 for index, (start, thread) in list(started.items()):
-                    if index not in finished and now - start > self.timeout_s:
+                    limit = self.timeouts.get(calls[index].component, self.timeout_s)
+                    if index not in finished and now - start > limit:
                         outcomes[index] = RewardTimeout(
-                            f"reward {calls[index].component or 'verifier'}: timed out after {self.timeout_s:g} s "
+                            f"reward {calls[index].component or 'verifier'}: timed out after {limit:g} s "
                             "(its thread was abandoned: a thread cannot be stopped)"
                         )
                         finished.add(index)
