@@ -29,6 +29,8 @@ from typing import Any
 from reinforge.distributed.ray_cluster import import_ray, start_ray
 from reinforge.distributed.ray_engine import LOGS_HINT, WorkerError, WorkerTimeoutError
 from reinforge.rewards.call_errors import RewardTimeout, RewardWorkerDied
+from reinforge.rewards.process_pool import ProcessCallPool
+from reinforge.rewards.reward_calls import RewardCall
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 
 log = logging.getLogger(__name__)
@@ -205,8 +207,9 @@ class RayRewardScorer(RewardScorer):
     """A RewardScorer whose stateless components run in a RewardWorkerPool; `close` stops the pool.
 
     The scorer's side runs in threads (`isolation="thread"`): each thread only waits on a Ray call,
-    which the pool itself bounds and kills. Evaluation's verifier calls run in the scorer's own
-    threads; failures keep the same reasons as in-process scoring (timeout, worker_died, raised)."""
+    which the pool itself bounds and kills. Evaluation's verifier calls run in a local worker
+    process pool (killable, like in-process scoring); failures keep the same reasons (timeout,
+    worker_died, raised)."""
 
     def __init__(self, components: list[NamedReward], pool: RewardWorkerPool, **kwargs: Any):
         kwargs["isolation"] = "thread"
@@ -218,9 +221,15 @@ class RayRewardScorer(RewardScorer):
         for c in components:
             if isinstance(c.fn, RemoteRewardFn):
                 self._threads.timeouts[c.name] = backstop
+        # Evaluation's verifier calls run in local worker processes, which a timeout can kill.
+        self._verify_pool = ProcessCallPool({}, self.workers, self.timeout_s)
+
+    def verify_responses(self, tasks, responses):
+        return self._verify_pool.run([RewardCall("", "verify", (t, r)) for t, r in zip(tasks, responses)])
 
     def close(self) -> None:
         super().close()
+        self._verify_pool.close()
         self.pool.close()
 
 

@@ -89,6 +89,7 @@ def trajectory_record(step: int, trajectory: Trajectory, prompt_text) -> dict:
         "policy_version": trajectory.policy_version,
         "num_tokens": trajectory.num_sampled_tokens,
         "errors": trajectory.errors,
+        "reward_failures": trajectory.reward_failures,
         **extra,
     }
 

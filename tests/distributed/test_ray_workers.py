@@ -316,5 +316,8 @@ def test_a_hung_ray_reward_call_is_counted_as_a_timeout_of_its_component(ray_ses
         assert [t.reward_failures for t in batch] == [{"correct": "timeout"}, {}]
         assert batch[1].rewards == {"correct": 1.0} and metrics["reward_failed/correct/timeout"] == 1.0
         assert scorer.pool.replacements >= 1
+        # Evaluation's verifier calls: in local worker processes, under the same timeout.
+        outcomes = scorer.verify_responses([tasks["re"], tasks["sum"]], ["y" * 30, "2"])
+        assert type(outcomes[0]).__name__ == "RewardTimeout" and outcomes[1] == 1.0
     finally:
         scorer.close()
