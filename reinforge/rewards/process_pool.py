@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import atexit
 import collections
-import itertools
 import os
 import pickle
 import signal
@@ -92,7 +91,6 @@ class ProcessCallPool:
         self.max_chunk = max_chunk
         self.replacements = 0  # workers started to replace a killed or dead one
         self._workers: list[_Worker] = []
-        self._ids = itertools.count()
         self._lock = threading.Lock()  # one run at a time (training scoring and evaluation may overlap)
         self._closed = False
         _LIVE_POOLS.add(self)
@@ -112,7 +110,10 @@ class ProcessCallPool:
             os.close(to_child_r)
             os.close(from_child_w)
         worker = _Worker(process, Connection(from_child_r, writable=False), Connection(to_child_w, readable=False), time.monotonic())
-        worker.writer.send_bytes(pickle.dumps({"sys_path": list(sys.path), "components": self.components}))
+        try:
+            worker.writer.send_bytes(pickle.dumps({"sys_path": list(sys.path), "components": self.components}))
+        except OSError:  # it died at once: its closed pipe reads as a failed start in _drive
+            pass
         return worker
 
     def _kill(self, worker: _Worker) -> None:

@@ -7,7 +7,7 @@ import pytest
 from hostile_rewards import CATASTROPHIC_PATTERN, length_or_crash, sleeps_forever_on_hang
 
 from reinforge.rewards.builtin import VerifierReward
-from reinforge.rewards.call_errors import RewardTimeout, RewardWorkerDied
+from reinforge.rewards.call_errors import RewardTimeout
 from reinforge.rewards.scorer import NamedReward, RewardFailure, RewardScorer
 from reinforge.rollout.trajectory import Trajectory, single_turn_trajectory
 from reinforge.tasks.task import Task
