@@ -164,8 +164,18 @@ class RewardConfig(Section):
         default_factory=lambda: [RewardComponent(name="correct", fn="verifier", weight=1.0)],
         description="Reward components (name, fn, weight, params), combined by weight (gdpo normalizes each before weighting).",
     )
-    timeout_s: float = Field(10.0, gt=0, description="Per-call timeout of each reward function.")
-    workers: int = Field(4, gt=0, description="Reward calls running at once (threads of the reward service).")
+    timeout_s: float = Field(
+        10.0, gt=0, description="Per-call timeout of each reward function and of each verifier call in evaluation; a call past it is stopped (its worker process killed) and counted as a failure."
+    )
+    workers: int = Field(4, gt=0, description="Reward calls running at once (reward worker processes, or threads with isolation=thread).")
+    isolation: Literal["process", "thread"] = Field(
+        "process",
+        description="Where reward functions and verifiers run: process = worker processes that a timeout kills (a hung or GIL-holding reward cannot hang the run; functions are sent by name + params); thread = threads of the trainer (a hung call is abandoned, a GIL-holding one cannot be stopped). Stateful rewards and reward models always run in-process.",
+    )
+    on_error: Literal["drop", "fallback"] = Field(
+        "drop",
+        description="A sample whose reward failed (timeout, raised, worker died): drop = left out of the loss (with its whole group for group-relative estimators), counted in reward_dropped and the report; fallback = trained on with reward.fallback as that component's score.",
+    )
     max_error_fraction: float = Field(
         0.5, ge=0, le=1, description="Stop the run when more than this fraction of a batch's reward calls fail."
     )
@@ -177,7 +187,7 @@ class RewardConfig(Section):
         default_factory=list, description="Gates (part, requires, threshold): `part` counts only when `requires` >= threshold."
     )
     clip: tuple[float, float] | None = Field(None, description="Clip the combined reward to [low, high]; None disables.")
-    fallback: float = Field(0.0, description="Score a component gets for a sample when its function raises or times out.")
+    fallback: float = Field(0.0, description="Score a component gets for a sample when its function raises or times out (trained on only with on_error=fallback).")
     cache: bool = Field(
         True, description="Cache scores of deterministic components by (task id, response, finish reason, token count, component); a reward fn opts out with `deterministic = False`."
     )
@@ -243,7 +253,7 @@ class Config(Section):
     sft: SFTConfig = Field(default_factory=SFTConfig, description="Supervised warm-up before RL.")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Sampling of trajectories.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="The environment: single-turn, or multi-turn with tools.")
-    algo: AlgoConfig = Field(default_factory=AlgoConfig, description="The RL method: advantages, losses, optimizer.")
+    algo: AlgoConfig = Field(default_factory=AlgoConfig, description="The RL method: advantages, losses, optimizer. The policy runs with dropout off (eval mode) while it samples, is scored and is updated, so the first update's ratio is exactly 1; supervised warm-up keeps the model's dropout.")
     critic: CriticConfig = Field(default_factory=CriticConfig, description="Learned value function (gae).")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward functions and their limits.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")

@@ -4,8 +4,9 @@ The `RewardScorer` stays in the trainer's process and keeps everything that is a
 batch: its thread pool and per-call timeout, the cache, gates and combination, the error count,
 `max_error_fraction` and the metrics. Only the calls of the reward functions move: each component's
 function is replaced by a `RemoteRewardFn` proxy whose call runs the real function (built from the
-config by name, inside the actor) on one of N Ray actors, round-robin. With `reward.workers`
-scorer threads waiting on N actors, up to min(reward.workers, N) calls run at once, on any node.
+config by name, inside the actor) on one of N Ray actors, whichever is free (one call per actor at
+a time). With `reward.workers` scorer threads waiting on N actors, up to min(reward.workers, N)
+calls run at once, on any node.
 
 Stateful reward functions (those with `state_dict`, e.g. `code_tests_difficulty`, whose weights
 learn from every call) stay in-process: their state must be one, and checkpointed with the run.
@@ -19,14 +20,17 @@ raises `WorkerError` naming the worker, which the scorer records (and past
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
+import queue
 import threading
 from typing import Any
 
 from reinforge.distributed.ray_cluster import import_ray, start_ray
 from reinforge.distributed.ray_engine import LOGS_HINT, WorkerError, WorkerTimeoutError
+from reinforge.rewards.call_errors import RewardTimeout, RewardWorkerDied
+from reinforge.rewards.process_pool import ProcessCallPool
+from reinforge.rewards.reward_calls import RewardCall
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 
 log = logging.getLogger(__name__)
@@ -86,7 +90,10 @@ class RewardWorkerPool:
         self.start_timeout_s = float(start_timeout_s)  # a call on a fresh actor, which imports and builds first
         self.replacements = 0
         self._lock = threading.Lock()
-        self._next = itertools.count()
+        self._started: list[Any] = []  # actors that have answered once (a handle is not hashable)
+        self._free: queue.SimpleQueue[int] = queue.SimpleQueue()  # indices of actors without a call
+        for worker in range(num_workers):
+            self._free.put(worker)
         self._actor_class = self.ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(RewardWorker)
         self._actors = [self._actor_class.remote(specs) for _ in range(num_workers)]
         try:
@@ -96,20 +103,34 @@ class RewardWorkerPool:
             raise
 
     def call(self, method: str, *args: Any) -> Any:
-        worker = next(self._next) % len(self._actors)
-        return self._run(worker, method, args)
+        """Run on a free actor, waiting for one: an actor runs one call at a time, so a call's
+        timeout is its own, never the time spent queued behind a hung call on the same actor
+        (which would count a sample that never hung as a timeout)."""
+        worker = self._free.get()
+        try:
+            return self._run(worker, method, args)
+        finally:
+            self._free.put(worker)
 
     def _run(self, worker: int, method: str, args: tuple, fresh: bool = False) -> Any:
         from ray.exceptions import GetTimeoutError, RayActorError, WorkerCrashedError
 
         for attempt in (0, 1):
             actor = self._actors[worker]
-            timeout = self.start_timeout_s if (fresh or attempt) else self.timeout_s
-            ref = getattr(actor, method).remote(*args)
+            timeout = self.start_timeout_s if fresh else self.timeout_s
             try:
-                return self.ray.get(ref, timeout=timeout)
+                if not fresh and actor not in self._started:
+                    # A replacement imports and builds first: that gets the start deadline, and
+                    # the call itself the call deadline, as on any other actor.
+                    self.ray.get(actor.pid.remote(), timeout=self.start_timeout_s)
+                    self._started.append(actor)
+                ref = getattr(actor, method).remote(*args)
+                value = self.ray.get(ref, timeout=timeout)
+                if fresh:
+                    self._started.append(actor)
+                return value
             except GetTimeoutError:
-                self._replace(worker, actor)  # a stuck actor would stall every call queued behind it
+                self._replace(worker, actor)  # stuck: kill it, so the next call gets a working one
                 raise WorkerTimeoutError(
                     f"reward worker {worker} did not answer a {method} call within {timeout:g} s; it was replaced. "
                     f"{LOGS_HINT}"
@@ -125,16 +146,18 @@ class RewardWorkerPool:
                 self._replace(worker, actor)
         raise AssertionError("unreachable")
 
-    def _replace(self, worker: int, dead: Any) -> None:
+    def _replace(self, worker: int, dead: Any) -> bool:
+        """Kill `dead` and start a new actor in its place; False when another thread already did."""
         with self._lock:
             if self._actors[worker] is not dead:  # another thread replaced it already
-                return
+                return False
             try:
                 self.ray.kill(dead, no_restart=True)
             except Exception:  # noqa: BLE001 - already gone
                 pass
             self._actors[worker] = self._actor_class.remote(self.specs)
             self.replacements += 1
+            return True
 
     def actors(self) -> list[Any]:
         return list(self._actors)
@@ -160,25 +183,53 @@ class RemoteRewardFn:
             self.mean_metric = info["mean_metric"]
 
     def __call__(self, task, item):
-        return self.pool.call("call", self.name, task, item)
+        return as_reward_failure(self.pool.call, "call", self.name, task, item)
 
 
 class RemoteBatchedRewardFn(RemoteRewardFn):
     """...that also scores a whole batch in one call (`score_batch`), e.g. a reward model."""
 
     def score_batch(self, tasks, trajectories):
-        return self.pool.call("call_batch", self.name, tasks, trajectories)
+        return as_reward_failure(self.pool.call, "call_batch", self.name, tasks, trajectories)
+
+
+def as_reward_failure(call, *args: Any) -> Any:
+    """A Ray worker's timeout or death, as the reason the scorer counts (as in-process scoring does)."""
+    try:
+        return call(*args)
+    except WorkerTimeoutError as err:
+        raise RewardTimeout(str(err)) from err
+    except WorkerError as err:
+        raise RewardWorkerDied(str(err)) from err
 
 
 class RayRewardScorer(RewardScorer):
-    """A RewardScorer whose stateless components run in a RewardWorkerPool; `close` stops the pool."""
+    """A RewardScorer whose stateless components run in a RewardWorkerPool; `close` stops the pool.
+
+    The scorer's side runs in threads (`isolation="thread"`): each thread only waits on a Ray call,
+    which the pool itself bounds and kills. Evaluation's verifier calls run in a local worker
+    process pool (killable, like in-process scoring); failures keep the same reasons (timeout,
+    worker_died, raised)."""
 
     def __init__(self, components: list[NamedReward], pool: RewardWorkerPool, **kwargs: Any):
+        kwargs["isolation"] = "thread"
         super().__init__(components, **kwargs)
         self.pool = pool
+        # The pool bounds its calls itself (timeout, then one retry on a fresh actor when the call
+        # only waited behind a hung one): the scorer's thread timeout must not cut that retry short.
+        backstop = pool.timeout_s + pool.start_timeout_s + 5.0
+        for c in components:
+            if isinstance(c.fn, RemoteRewardFn):
+                self._threads.timeouts[c.name] = backstop
+        # Evaluation's verifier calls run in local worker processes, which a timeout can kill.
+        self._verify_pool = ProcessCallPool({}, self.workers, self.timeout_s)
+
+    def verify_responses(self, tasks, responses):
+        return self._verify_pool.run([RewardCall("", "verify", (t, r)) for t, r in zip(tasks, responses)])
 
     def close(self) -> None:
         super().close()
+        self._verify_pool.close()
         self.pool.close()
 
 

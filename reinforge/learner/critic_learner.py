@@ -65,7 +65,7 @@ class CriticLearner:
             raise ValueError(
                 f"returns {tuple(returns.shape)} and old_values {tuple(old_values.shape)} must match loss_mask {tuple(batch.loss_mask.shape)}"
             )
-        self.model.train()
+        self.model.eval()  # dropout off, as in `values`: the clipped value loss compares the two
         self.optimizer.zero_grad(set_to_none=True)
         normalizer = float(max(batch.num_loss_tokens, 1))
         predicted = torch.zeros(batch.loss_mask.shape, dtype=torch.float32)

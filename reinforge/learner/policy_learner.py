@@ -52,8 +52,15 @@ class PolicyLearner:
         """Called between backward and clipping; a data-parallel learner all-reduces gradients here."""
 
     def train_step(self, batch: TrainingBatch, loss_fn: LossFn) -> dict[str, float]:
-        """One optimizer step on `batch`, accumulated over micro-batches."""
-        self.model.train()
+        """One optimizer step on `batch`, accumulated over micro-batches.
+
+        The forward runs in eval mode, dropout off (as TRL, OpenRLHF and verl do for RL): the
+        ratio pi_theta / pi_old must compare the policy that sampled (the engine samples in eval
+        mode) with the same policy, so that before the first optimizer step it is exactly 1.
+        With dropout on, each forward is a different random sub-network: on a GPT-2 config
+        (dropout 0.1) the very first step showed ratio 0.93 and clip fraction 0.11.
+        """
+        self.model.eval()
         self.optimizer.zero_grad(set_to_none=True)
         norm = self.loss_normalizer(batch)
         normalizer = float(max(norm.num_tokens, 1))

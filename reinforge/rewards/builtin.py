@@ -9,7 +9,6 @@ from typing import Any
 from reinforge.rewards.base import RewardFn
 from reinforge.rewards.code_reward import CodeTestsReward, DifficultyWeightedTests
 from reinforge.rewards.judge import RubricJudge
-from reinforge.rewards.reward_model import RewardModelReward
 from reinforge.rewards.shaping import LengthPenalty, OverlongPenalty
 from reinforge.rewards.verifiers import verify
 from reinforge.rollout.trajectory import Trajectory
@@ -44,12 +43,20 @@ class FormatReward:
         return 1.0 if self.pattern.fullmatch(trajectory.response_text.strip()) else 0.0
 
 
+def reward_model(**params: Any) -> RewardFn:
+    """A RewardModelReward, imported on use: torch and transformers take seconds to import, and
+    reward worker processes (which never run a reward model) should start fast."""
+    from reinforge.rewards.reward_model import RewardModelReward
+
+    return RewardModelReward(**params)
+
+
 REWARD_FUNCTIONS: dict[str, Callable[..., RewardFn]] = {
     "verifier": VerifierReward,
     "format": FormatReward,
     "overlong": OverlongPenalty,
     "length": LengthPenalty,
-    "reward_model": RewardModelReward,
+    "reward_model": reward_model,
     "rubric_judge": RubricJudge,
     "code_tests": CodeTestsReward,
     "code_tests_difficulty": DifficultyWeightedTests,

@@ -22,6 +22,8 @@ from reinforge.tasks.task import Task
 class RewardModelReward:
     """Scores (task, trajectory) with a local sequence-classification model (num_labels=1)."""
 
+    in_process = True  # scored in the trainer's process: one copy of the weights, not one per reward worker
+
     def __init__(self, path: str, batch_size: int = 32, max_length: int = 512):
         # Checked now from config.json alone (cheap, so config validation stays model-free);
         # the weights are loaded on first use.

@@ -1,9 +1,20 @@
 """Scores trajectories with several named reward components, each call under a timeout.
 
-A component that raises or exceeds its timeout gives `fallback` (default 0) for that sample; the
-error is written on the trajectory and counted. When more than `max_error_fraction` of a batch's samples have an
-error, the run stops with the first traceback: one bad sample never kills a run, a broken reward
-function always does, quickly and with its message.
+Where the calls run (`isolation`): "process" (default) runs them in worker processes
+(`reinforge.rewards.process_pool`) that a timeout kills, so a hung or GIL-holding reward cannot
+hang the run; only names, params and plain data cross to the workers. Stateful components (their
+state is checkpointed with the run) and components that say `in_process = True` (a reward model's
+forward) run in daemon threads here (`reinforge.rewards.thread_pool`), as does everything with
+`isolation="thread"`.
+
+A component call that fails is recorded on the sample (`trajectory.errors`, and
+`trajectory.reward_failures[component] = reason`) and counted per component and reason (timeout,
+raised, worker_died: `reinforge.rewards.call_errors`); the component scores `fallback` there. With
+`on_error="drop"` (default) the trainer leaves such samples out of the loss
+(`reinforge.trainer.reward_failures`) and the reward metrics leave them out too; with "fallback"
+they are trained on with that score. When more than `max_error_fraction` of a batch's samples
+have an error, the run stops with a count per component and reason and the first traceback: one
+bad sample never kills a run, a broken reward function always does, quickly and with its message.
 
 The per-component scores stay on `trajectory.rewards` (ungated, for metrics and gdpo); the total
 `trajectory.reward` is `reinforge.rewards.combine.combine` of them (weighted sum by default, or a
@@ -18,17 +29,21 @@ rewards read them. Failed and timed-out calls are never cached.
 
 from __future__ import annotations
 
+import pickle
 import statistics
 import time
-import traceback
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Hashable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from reinforge.rewards.base import RewardFn
+from reinforge.rewards.call_errors import FAILURE_REASONS, RewardCallError, failure_reason
 from reinforge.rewards.combine import CombineMode, GateLike, combine
 from reinforge.rewards.group import GroupRewardFn
+from reinforge.rewards.process_pool import ProcessCallPool, unsendable
+from reinforge.rewards.reward_calls import RewardCall
+from reinforge.rewards.thread_pool import ThreadCallPool
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 
@@ -40,17 +55,41 @@ class RewardFailure(RuntimeError):
 @dataclass
 class NamedReward:
     """A named part of the reward. A `group` part is called once per group (all responses to one
-    task: majority vote, pairwise preference, tournament) and returns one score per response."""
+    task: majority vote, pairwise preference, tournament) and returns one score per response.
+    `spec` = (fn name, params) lets a reward worker process build the same function by name;
+    without it the function object itself is sent to the workers (pickled)."""
 
     name: str
     fn: RewardFn | GroupRewardFn
     weight: float
     group: bool = False
+    spec: tuple[str, dict[str, Any]] | None = None
 
 
 def is_batched(component: NamedReward) -> bool:
     """A per-sample reward that can also score a whole batch in one call (`score_batch`)."""
     return not component.group and callable(getattr(component.fn, "score_batch", None))
+
+
+Isolation = Literal["process", "thread"]
+OnError = Literal["drop", "fallback"]
+
+
+def runs_in_process(component: NamedReward) -> bool:
+    """Stays in the trainer's process: a stateful reward (one state, checkpointed with the run) or
+    one that asks to (`in_process = True`: a reward model, whose weights one copy should hold)."""
+    return hasattr(component.fn, "state_dict") or bool(getattr(component.fn, "in_process", False))
+
+
+def worker_spec(component: NamedReward) -> tuple:
+    """What a worker process builds this component from: its name and params, else the pickled
+    object; a clear error when it can be neither."""
+    if component.spec is not None:
+        return ("named", component.spec[0], dict(component.spec[1]))
+    try:
+        return ("pickled", pickle.dumps(component.fn))
+    except Exception as err:  # noqa: BLE001 - pickling raises many types
+        raise ValueError(unsendable(f"reward component {component.name!r}", err)) from None
 
 
 def is_deterministic(fn: RewardFn) -> bool:
@@ -71,9 +110,15 @@ class RewardScorer:
         fallback: float = 0.0,
         cache: bool = False,
         cache_size: int = 100_000,
+        isolation: Isolation = "process",
+        on_error: OnError = "drop",
     ):
         if not components:
             raise ValueError("at least one reward component is needed")
+        if isolation not in ("process", "thread"):
+            raise ValueError(f"reward isolation must be 'process' or 'thread', got {isolation!r}")
+        if on_error not in ("drop", "fallback"):
+            raise ValueError(f"reward on_error must be 'drop' or 'fallback', got {on_error!r}")
         self.components = components
         self.timeout_s = timeout_s
         self.max_error_fraction = max_error_fraction
@@ -82,6 +127,8 @@ class RewardScorer:
         self.gates = list(gates)
         self.clip = clip
         self.fallback = float(fallback)
+        self.isolation = isolation
+        self.on_error = on_error
         self.cache_enabled = cache
         self.cache_size = cache_size
         self._cache: OrderedDict[Hashable, float] = OrderedDict()
@@ -91,7 +138,14 @@ class RewardScorer:
             for name in (gate.part, gate.requires):
                 if name not in names:
                     raise ValueError(f"reward gate names unknown component {name!r}; components: {', '.join(sorted(names))}")
-        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="reward")
+        self._in_worker = {
+            c.name for c in components if isolation == "process" and not runs_in_process(c)
+        }
+        self._threads = ThreadCallPool({c.name: c.fn for c in components if c.name not in self._in_worker}, workers, timeout_s)
+        self._processes = (
+            ProcessCallPool({c.name: worker_spec(c) for c in components if c.name in self._in_worker}, workers, timeout_s)
+            if isolation == "process" else None
+        )
 
     def _cache_key(self, component: NamedReward, trajectory: Trajectory) -> Hashable | None:
         if component.group or not (self.cache_enabled and is_deterministic(component.fn)):
@@ -120,43 +174,57 @@ class RewardScorer:
                 component.fn.load_state_dict(state["components"][component.name])
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Stop the worker processes (idle threads end by themselves; hung ones are daemons)."""
+        self._threads.close()
+        if self._processes is not None:
+            self._processes.close()
+
+    def worker_pids(self) -> list[int]:
+        return self._processes.worker_pids() if self._processes is not None else []
+
+    def _run(self, calls: list[RewardCall], in_worker: list[bool]) -> list:
+        """Outcomes of `calls` in order, each run where its component runs."""
+        outcomes: list = [None] * len(calls)
+        for where, pool in ((True, self._processes), (False, self._threads)):
+            picked = [i for i, w in enumerate(in_worker) if w is where]
+            if picked:
+                for i, outcome in zip(picked, pool.run([calls[i] for i in picked])):
+                    outcomes[i] = outcome
+        return outcomes
+
+    def verify_responses(self, tasks: list[Task], responses: list[str]) -> list[float | RewardCallError]:
+        """Each task's own verifier on a response (evaluation), under the same timeout and in the
+        same place as the reward calls: a score, or the RewardCallError the call ended with."""
+        calls = [RewardCall("", "verify", (task, response)) for task, response in zip(tasks, responses)]
+        return self._run(calls, [self.isolation == "process"] * len(calls))
 
     def score(self, tasks: dict[str, Task], trajectories: list[Trajectory]) -> dict[str, float]:
         """Fill `rewards` and `reward` of each trajectory; return reward metrics."""
         score_started = time.monotonic()
-        started: dict[int, float] = {}  # call index -> when a worker picked it up
-
-        def timed_call(index: int, fn: RewardFn, task: Task, trajectory: Trajectory) -> float:
-            started[index] = time.monotonic()
-            return float(fn(task, trajectory))
-
-        def timed_group_call(index: int, fn, task: Task | list[Task], group: list[Trajectory]) -> list[float]:
-            started[index] = time.monotonic()
-            values = [float(v) for v in (fn.score_batch(task, group) if isinstance(task, list) else fn(task, group))]
-            if len(values) != len(group):
-                raise ValueError(f"reward returned {len(values)} scores for {len(group)} samples")
-            return values
-
+        for trajectory in trajectories:
+            trajectory.reward_failures = {}
         # One call per (trajectory, component), except that cached scores are reused and
         # trajectories sharing a cache key within the batch share one call.
-        calls: dict[Future, tuple[list[Trajectory], NamedReward, int, Hashable | None]] = {}
-        in_flight: dict[Hashable, Future] = {}
+        calls: list[RewardCall] = []
+        owners: list[tuple[list[Trajectory], NamedReward, Hashable | None]] = []
+        in_flight: dict[Hashable, int] = {}
         lookups = hits = 0
+
+        def add(call: RewardCall, sharing: list[Trajectory], component: NamedReward, key: Hashable | None) -> int:
+            calls.append(call)
+            owners.append((sharing, component, key))
+            return len(calls) - 1
+
         groups: dict[int, list[Trajectory]] = {}
         for trajectory in trajectories:
             groups.setdefault(trajectory.group_id, []).append(trajectory)
         for component in (c for c in self.components if c.group):
             for group in groups.values():
-                index = len(calls)
-                future = self._pool.submit(timed_group_call, index, component.fn, tasks[group[0].task_id], group)
-                calls[future] = (group, component, index, None)
+                add(RewardCall(component.name, "call", (tasks[group[0].task_id], group)), group, component, None)
         for component in (c for c in self.components if is_batched(c)):
             # One call for the whole batch (e.g. a reward model's padded forward), not one per sample.
-            index = len(calls)
             batch_tasks = [tasks[t.task_id] for t in trajectories]
-            future = self._pool.submit(timed_group_call, index, component.fn, batch_tasks, list(trajectories))
-            calls[future] = (list(trajectories), component, index, None)
+            add(RewardCall(component.name, "batch", (batch_tasks, list(trajectories))), list(trajectories), component, None)
         for trajectory in trajectories:
             for component in (c for c in self.components if not c.group and not is_batched(c)):
                 key = self._cache_key(component, trajectory)
@@ -169,61 +237,39 @@ class RewardScorer:
                         continue
                     if key in in_flight:
                         hits += 1
-                        calls[in_flight[key]][0].append(trajectory)
+                        owners[in_flight[key]][0].append(trajectory)
                         continue
-                index = len(calls)
-                future = self._pool.submit(timed_call, index, component.fn, tasks[trajectory.task_id], trajectory)
-                calls[future] = ([trajectory], component, index, key)
+                index = add(RewardCall(component.name, "call", (tasks[trajectory.task_id], trajectory)), [trajectory], component, key)
                 if key is not None:
-                    in_flight[key] = future
+                    in_flight[key] = index
 
+        outcomes = self._run(calls, [owner[1].name in self._in_worker for owner in owners])
         first_traceback: str | None = None
-        pending, last_progress, timed_out = set(calls), time.monotonic(), False
-        while pending:
-            done, pending = wait(pending, timeout=0.05, return_when=FIRST_COMPLETED)
-            now = time.monotonic()
-            if done:
-                last_progress = now
-            for future in done:
-                sharing, component, _, key = calls[future]
-                try:
-                    value = future.result()
-                except Exception as err:  # noqa: BLE001 - any reward error is recorded, not raised
-                    for trajectory in sharing:
-                        trajectory.rewards[component.name] = self.fallback
-                        trajectory.errors.append(f"reward {component.name}: {type(err).__name__}: {err}")
-                    first_traceback = first_traceback or "".join(traceback.format_exception(err))
-                else:
-                    self._remember(key, value)
-                    values = value if isinstance(value, list) else [value] * len(sharing)
-                    for trajectory, v in zip(sharing, values):
-                        trajectory.rewards[component.name] = v
-            # A call running past its timeout, or a pool that stopped making progress (all
-            # workers stuck), is given up on: its sample scores `fallback` with a timeout error.
-            stalled = now - last_progress > self.timeout_s
-            for future in list(pending):
-                start = started.get(calls[future][2])
-                if stalled or (start is not None and now - start > self.timeout_s):
-                    pending.discard(future)
-                    timed_out = True
-                    sharing, component, _, _ = calls[future]
-                    message = f"reward {component.name}: timed out after {self.timeout_s:g} s"
-                    for trajectory in sharing:
-                        trajectory.rewards[component.name] = self.fallback
-                        trajectory.errors.append(message)
-                    first_traceback = first_traceback or message
-        if timed_out:
-            # Hung threads cannot be killed; abandon that pool so later batches get fresh workers.
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="reward")
+        for (sharing, component, key), outcome in zip(owners, outcomes):
+            if isinstance(outcome, BaseException):
+                reason = failure_reason(outcome)
+                message = str(outcome)
+                if not message.startswith(f"reward {component.name}:"):
+                    message = f"reward {component.name}: {type(outcome).__name__}: {message}"
+                for trajectory in sharing:
+                    trajectory.rewards[component.name] = self.fallback
+                    trajectory.reward_failures[component.name] = reason
+                    trajectory.errors.append(message)
+                first_traceback = first_traceback or getattr(outcome, "traceback_text", None) or message
+                continue
+            self._remember(key, outcome)
+            values = outcome if isinstance(outcome, list) else [outcome] * len(sharing)
+            for trajectory, v in zip(sharing, values):
+                trajectory.rewards[component.name] = v
 
         for trajectory in trajectories:
             trajectory.reward = combine(trajectory.rewards, self._weights, self.combine_mode, self.gates, self.clip)
-        failed = sum(1 for t in trajectories if any(e.startswith("reward ") for e in t.errors))
+        failed = sum(1 for t in trajectories if t.reward_failures)
         if trajectories and failed / len(trajectories) > self.max_error_fraction:
             raise RewardFailure(
                 f"{failed}/{len(trajectories)} samples of this batch failed in a reward function "
-                f"(reward.max_error_fraction={self.max_error_fraction}). First error:\n{first_traceback}"
+                f"(reward.max_error_fraction={self.max_error_fraction}): {describe_failures(trajectories)}. "
+                f"First error:\n{first_traceback}"
             )
         metrics = self._metrics(trajectories, failed)
         metrics["reward_cache_hit_frac"] = hits / lookups if lookups else 0.0
@@ -231,10 +277,16 @@ class RewardScorer:
         return metrics
 
     def _metrics(self, trajectories: list[Trajectory], failed: int) -> dict[str, float]:
-        totals = [t.reward for t in trajectories]
-        metrics = {"reward": statistics.fmean(totals), "reward_errors": float(failed)}
+        metrics: dict[str, float] = {"reward_errors": float(failed)}
+        for (component, reason), count in failure_counts(trajectories).items():
+            metrics[f"reward_failed/{component}/{reason}"] = float(count)
+        # Dropped samples leave the loss, so they leave the reward curve too: it shows what is trained on.
+        scored = [t for t in trajectories if not t.reward_failures] if self.on_error == "drop" else trajectories
+        if not scored:
+            return metrics | {"reward": float("nan")}
+        metrics["reward"] = statistics.fmean(t.reward for t in scored)
         for component in self.components:
-            values = [t.rewards[component.name] for t in trajectories]
+            values = [t.rewards[component.name] for t in scored]
             metrics[f"reward/{component.name}/mean"] = statistics.fmean(values)
             metrics[f"reward/{component.name}/std"] = statistics.pstdev(values)
             metrics[f"reward/{component.name}/frac_nonzero"] = sum(v != 0 for v in values) / len(values)
@@ -242,3 +294,20 @@ class RewardScorer:
             if alias:
                 metrics[f"reward/{component.name}/{alias}"] = metrics[f"reward/{component.name}/mean"]
         return metrics
+
+
+def failure_counts(trajectories: list[Trajectory]) -> Counter:
+    """(component, reason) -> how many samples that component failed on for that reason."""
+    return Counter((name, reason) for t in trajectories for name, reason in t.reward_failures.items())
+
+
+def describe_failures(trajectories: list[Trajectory]) -> str:
+    """'component 'slow' timed out on 4 samples; component 'x' raised on 1 sample'."""
+    verbs = dict(zip(FAILURE_REASONS, ("timed out", "raised", "lost its worker process")))
+    counts = failure_counts(trajectories)
+    parts = [
+        f"component {name!r} {verbs[reason]} on {n} sample{'s' if n != 1 else ''}"
+        for (name, reason), n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    ]
+    return "; ".join(parts) or "no component failed"
+

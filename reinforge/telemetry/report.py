@@ -18,6 +18,7 @@ import yaml
 from reinforge.telemetry.jsonl_sink import read_jsonl_metrics
 from reinforge.telemetry.report_plots import line_chart, time_chart
 from reinforge.telemetry.summary import logged_sft_seconds, run_time_rows
+from reinforge.telemetry.reward_failures import describe_reward_failures, reward_failure_totals
 
 RL_PHASES = ("rollout", "reward", "prepare", "update")  # each `rl` record's time/<phase>; eval has its own records
 PICKS = ("best", "worst", "random")
@@ -84,6 +85,11 @@ def plots(rows: list[dict]) -> list[str]:
     return [c for c in charts if c is not None]
 
 
+def last_row_per_step(rows: list[dict], stage: str) -> list[dict]:
+    """One row per step (a resumed run may log a step twice: the later one counts)."""
+    return list({r["step"]: r for r in rows if r.get("stage") == stage}.values())
+
+
 def header(run_dir: Path, rows: list[dict], config: dict[str, Any]) -> str:
     rl_steps = len({r["step"] for r in rows if r.get("stage") == "rl"})  # distinct: a resumed run may log a step twice
     sft = config.get("sft")
@@ -98,6 +104,7 @@ def header(run_dir: Path, rows: list[dict], config: dict[str, Any]) -> str:
         ("held-out accuracy", f"{acc[0][1]:.3f} (step {acc[0][0]}) → {acc[-1][1]:.3f} (step {acc[-1][0]})" if acc else "not evaluated"),
         ("time in RL steps and evaluation", f"{sum(phases.values()):.1f} s"),
         *[(f"time: {phase}", spent) for phase, spent in times],
+        ("reward failures", describe_reward_failures(reward_failure_totals(last_row_per_step(rows, "rl")))),
     ]
     final = f"{acc[-1][1]:.3f}" if acc else "—"
     cells = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts)

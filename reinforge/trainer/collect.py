@@ -89,7 +89,13 @@ def collect_groups(
         if not dynamic_sampling:
             kept = trajectories
             break
-        kept += [t for group in informative_groups(trajectories) for t in group]
+        # A group with a failed reward would be dropped from the loss (reward.on_error=drop): it
+        # does not count as informative, or the step would train on fewer groups than it needs.
+        dropping = getattr(scorer, "on_error", "fallback") == "drop"
+        kept += [
+            t for group in informative_groups(trajectories)
+            if not (dropping and any(t.reward_failures for t in group)) for t in group
+        ]
         if len(kept) >= prompts * group_size or rounds >= max_rounds:
             if not kept:
                 kept = trajectories

@@ -31,7 +31,7 @@ from reinforge.trainer.rl_loop import episode_token_budget
 from reinforge.models.loading import ModelLoadError, check_model_dir, load_model_and_tokenizer
 from reinforge.tasks.registry import check_task_config, load_tasks
 from reinforge.trainer.eval_metrics import summarize
-from reinforge.trainer.evaluation import evaluate
+from reinforge.trainer.evaluation import evaluate, verifier_pool
 
 
 MEAN_IS_PASS_1 = "mean@{k} (the fraction of the {k} samples that solve a task) is also the unbiased pass@1 estimate, so it is printed once"
@@ -145,10 +145,11 @@ def run_eval(
     samples = cfg.eval.samples
     max_new_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
     start = time.perf_counter()
-    metrics, records = evaluate(
-        engine, env, tasks, max_new_tokens, samples, cfg.rollout.temperature, seed=cfg.trainer.seed,
-        max_episode_tokens=episode_token_budget(cfg, model),
-    )
+    with verifier_pool(cfg.reward.workers, cfg.reward.timeout_s, cfg.reward.isolation) as verify:
+        metrics, records = evaluate(
+            engine, env, tasks, max_new_tokens, samples, cfg.rollout.temperature, seed=cfg.trainer.seed,
+            max_episode_tokens=episode_token_budget(cfg, model), verify=verify,
+        )
     seconds = time.perf_counter() - start
 
     summary = summarize(records, default_k_values(samples) if k_values is None else k_values, seed=cfg.trainer.seed)

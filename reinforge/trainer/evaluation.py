@@ -3,9 +3,16 @@
 The one evaluation used everywhere: the training loop calls `evaluate` for its eval metrics and
 `reinforge eval` calls it for its report (adding confidence intervals from the same records).
 Multi-turn envs are evaluated on whole episodes, the final turn's answer checked by the verifier.
+
+Verifier calls run where the training rewards run, under the same timeout
+(`RewardScorer.verify_responses`): a hung or GIL-holding verifier is stopped, and a response
+whose verification failed counts as not solved, is counted (`verify_errors`) and named in its record.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -13,9 +20,28 @@ from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.base import Env
 from reinforge.rollout.episode_metrics import episode_metrics
 from reinforge.rollout.episodes import rollout_groups
-from reinforge.rewards.verifiers import verify
+from reinforge.rewards.call_errors import RewardCallError
 from reinforge.tasks.task import Task
 from reinforge.trainer.eval_metrics import per_task_scores, record_family
+
+
+# (tasks, responses) -> a score or the RewardCallError of each verification, in order
+BatchVerifier = Callable[[list[Task], list[str]], list["float | RewardCallError"]]
+
+
+@contextlib.contextmanager
+def verifier_pool(workers: int = 2, timeout_s: float = 10.0, isolation: str = "process") -> Iterator[BatchVerifier]:
+    """A BatchVerifier of its own (worker processes, or threads), for a caller without a scorer
+    (`reinforge eval`, `reinforge sft`): give it reward.workers / timeout_s / isolation."""
+    from reinforge.rewards.process_pool import ProcessCallPool
+    from reinforge.rewards.reward_calls import RewardCall
+    from reinforge.rewards.thread_pool import ThreadCallPool
+
+    pool = ProcessCallPool({}, workers, timeout_s) if isolation == "process" else ThreadCallPool({}, workers, timeout_s)
+    try:
+        yield lambda tasks, responses: pool.run([RewardCall("", "verify", (t, r)) for t, r in zip(tasks, responses)])
+    finally:
+        pool.close()
 
 
 def task_family(task: Task) -> str:
@@ -32,8 +58,10 @@ def evaluate(
     temperature: float = 1.0,
     seed: int = 0,
     max_episode_tokens: int | None = None,
+    verify: BatchVerifier | None = None,
 ) -> tuple[dict[str, float], list[dict]]:
-    """Returns metrics and one record per task.
+    """Returns metrics and one record per task. `verify` checks the responses (the run's
+    `scorer.verify_responses`); without it, worker processes with the default timeout do.
 
     Metrics: `accuracy` (greedy), `mean@{samples}` (fraction of the samples drawn at
     `temperature` that solve the task; also the unbiased pass@1), `pass@{samples}` when samples > 1
@@ -61,20 +89,36 @@ def evaluate(
         if samples > 0
         else []
     )
+    # All verifications of the evaluation in one batch: greedy answers, then every sample.
+    to_check = (
+        list(tasks) + [task for task in tasks for _ in range(samples)],
+        [g.response_text for g in greedy] + [t.response_text for t in sampled],
+    )
+    if verify is None:
+        with verifier_pool() as own:
+            checked = own(*to_check)
+    else:
+        checked = verify(*to_check)
+    solved = [not isinstance(c, BaseException) and c >= 1.0 for c in checked]
+    errors = [str(c) if isinstance(c, BaseException) else None for c in checked]
     records = []
     for i, task in enumerate(tasks):
         response = greedy[i].response_text
         responses = [t.response_text for t in sampled[i * samples : (i + 1) * samples]]
+        first = len(tasks) + i * samples
         record = {
             "task_id": task.id,
             "family": task_family(task),
             "prompt": task.prompt,
             "answer": task.answer,
             "greedy": response,
-            "correct": verify(task, response) >= 1.0,
+            "correct": solved[i],
             "samples": responses,
-            "sample_correct": [verify(task, r) >= 1.0 for r in responses],
+            "sample_correct": solved[first : first + samples],
         }
+        failed = [e for e in [errors[i], *errors[first : first + samples]] if e]
+        if failed:
+            record["verify_errors"] = failed
         if greedy[i].transcript:
             record["turns"] = greedy[i].transcript
             record["finish_reason"] = greedy[i].finish_reason
@@ -85,6 +129,7 @@ def evaluate(
     for family in families:
         metrics[f"accuracy/{family}"] = float(np.mean([r["correct"] for r in records if record_family(r) == family]))
     metrics["eval_tasks"] = float(len(tasks))
+    metrics["verify_errors"] = float(sum(e is not None for e in errors))
     if env.max_turns > 1:
         metrics.update({k: v for k, v in episode_metrics(greedy).items() if k != "stop_frac"})
     return metrics, records

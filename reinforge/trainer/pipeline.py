@@ -28,11 +28,12 @@ from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.tasks.registry import load_tasks
 from reinforge.tasks.task import TaskSplits, task_text
 from reinforge.telemetry import MetricsLogger, logged_sft_seconds, print_summary, reward_curve_summary, run_time_rows
+from reinforge.telemetry.reward_failures import describe_reward_failures, reward_failure_totals
 from reinforge.telemetry.wandb_sink import wandb_available
 from reinforge.trainer.preflight import check_prompt_lengths, preflight
 from reinforge.trainer.rl_loop import RLComponents, RLResult, episode_token_budget, run_rl
 from reinforge.trainer import checkpoint as ckpt
-from reinforge.trainer.evaluation import evaluate
+from reinforge.trainer.evaluation import evaluate, verifier_pool
 from reinforge.trainer.graceful_stop import GracefulStop
 from reinforge.trainer.sft import run_sft
 
@@ -126,6 +127,7 @@ def build_scorer(cfg: Config) -> RewardScorer:
     limits = dict(
         timeout_s=reward.timeout_s, max_error_fraction=reward.max_error_fraction, workers=reward.workers,
         combine=reward.combine, gates=reward.gates, clip=reward.clip, fallback=reward.fallback, cache=reward.cache,
+        on_error=reward.on_error,
     )
     if w.reward_workers > 0:  # the same scorer; the reward functions' calls run in Ray actors
         from reinforge.distributed.ray_rewards import build_ray_scorer
@@ -137,9 +139,9 @@ def build_scorer(cfg: Config) -> RewardScorer:
         )
     components = []
     for c in reward.components:
-        fn, group = build_component(c.fn, c.params)
-        components.append(NamedReward(c.name, fn, c.weight, group=group))
-    return RewardScorer(components, **limits)
+        fn, group = build_component(c.fn, c.params)  # here too: flags, state, and in-process parts
+        components.append(NamedReward(c.name, fn, c.weight, group=group, spec=(c.fn, c.params)))
+    return RewardScorer(components, isolation=reward.isolation, **limits)
 
 
 def start_run(cfg: Config, resuming: bool = False) -> Path:
@@ -213,6 +215,7 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
         ("reward, first 10% of steps", f"{curve['first_10pct_mean']:.3f}"),
         ("reward, last 10% of steps", f"{curve['last_10pct_mean']:.3f}"),
         ("reward, best 10-step average", f"{curve['max_moving_avg_10']:.3f}"),
+        ("reward failures", describe_reward_failures(reward_failure_totals(result.steps))),
         *run_time_rows(sft_seconds, result.seconds),
         ("run directory", str(run_dir)),
     ]
@@ -229,11 +232,12 @@ def run_sft_stage(cfg: Config) -> Path:
     with open_logger(cfg, run_dir) as logger:
         losses = run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress)
         engine = TorchEngine(model, tokenizer.pad_token_id)
-        metrics, _ = evaluate(
-            engine, env, tasks.eval, cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
-            cfg.eval.samples, cfg.rollout.temperature, seed=cfg.trainer.seed,
-            max_episode_tokens=episode_token_budget(cfg, model),
-        )
+        with verifier_pool(cfg.reward.workers, cfg.reward.timeout_s, cfg.reward.isolation) as verify:
+            metrics, _ = evaluate(
+                engine, env, tasks.eval, cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens,
+                cfg.eval.samples, cfg.rollout.temperature, seed=cfg.trainer.seed,
+                max_episode_tokens=episode_token_budget(cfg, model), verify=verify,
+            )
         logger.log(cfg.sft.steps, metrics, stage="eval")
     out = save_model(model, tokenizer, run_dir / "warm_start")
     k = cfg.eval.samples

@@ -33,8 +33,9 @@ from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import TaskSplits
 from reinforge.telemetry import MetricsLogger, ProgressDisplay
 from reinforge.trainer import checkpoint as ckpt
-from reinforge.trainer.advantage_step import prepare_batch
+from reinforge.trainer.advantage_step import has_active_dropout, prepare_batch
 from reinforge.trainer.resume_changes import load_optimizer_state, reward_spec, scorer_state_for
+from reinforge.trainer.reward_failures import drop_failed_samples
 from reinforge.trainer.rollout_schedule import make_schedule, staleness_metrics
 from reinforge.trainer.evaluation import evaluate
 from reinforge.trainer.graceful_stop import GracefulStop
@@ -89,6 +90,7 @@ def trajectory_record(step: int, trajectory: Trajectory, prompt_text) -> dict:
         "policy_version": trajectory.policy_version,
         "num_tokens": trajectory.num_sampled_tokens,
         "errors": trajectory.errors,
+        "reward_failures": trajectory.reward_failures,
         **extra,
     }
 
@@ -156,6 +158,7 @@ def run_rl(
         metrics, records = evaluate(
             parts.engine, parts.env, tasks.eval, eval_max_new, cfg.eval.samples, cfg.rollout.temperature,
             seed=cfg.trainer.seed + 10_000 + step, max_episode_tokens=max_episode_tokens,
+            verify=parts.scorer.verify_responses,  # same place and timeout as the training rewards
         )
         with open(run_dir / "eval_samples.jsonl", "a") as eval_file:  # read by `reinforge report`
             eval_file.writelines(json.dumps({"step": step, **r}, default=str) + "\n" for r in records)
@@ -166,6 +169,12 @@ def run_rl(
         # the step-0 evaluation included) shows the same time.
         logger.log(step, {**metrics, "time/eval": seconds}, stage="eval")
         return metrics
+
+    if has_active_dropout(parts.learner.model):
+        print(
+            "dropout is off for RL: the policy samples, is scored and is updated in eval mode, so the "
+            "update's ratio compares the policy that sampled with itself (SFT keeps the model's dropout)"
+        )
 
     first_step = 1
     if resume_state is not None:
@@ -198,13 +207,18 @@ def run_rl(
             collected = scheduled.collected
             trajectories = collected.trajectories
             staleness = staleness_metrics(trajectories, parts.learner.version, updates_per_step, schedule.max_staleness)
+            # Samples whose reward failed leave the loss (reward.on_error=drop), with their group
+            # for group-relative estimators; they stay in samples.jsonl and the metrics.
+            trained, drop_metrics = drop_failed_samples(trajectories, cfg.reward.on_error, estimator.min_group_size > 1)
             t0 = time.perf_counter()
-            batch, prepare_metrics = prepare_batch(
-                trajectories, algo, estimator, reward_weights, pad, parts.learner, parts.reference, parts.critic
-            )
-            t1 = time.perf_counter()
+            prepare_metrics: dict[str, float] = {}
             update_metrics: dict[str, float] = {}
-            for _ in range(algo.epochs):
+            if trained:
+                batch, prepare_metrics = prepare_batch(
+                    trained, algo, estimator, reward_weights, pad, parts.learner, parts.reference, parts.critic
+                )
+            t1 = time.perf_counter()
+            for _ in range(algo.epochs if trained else 0):  # nothing left to train on: no update this step
                 order = torch.randperm(len(batch), generator=shuffle)
                 for rows in order.chunk(algo.mini_batches):
                     mini = batch.select(rows)
@@ -221,7 +235,7 @@ def run_rl(
                 result.seconds[key] += seconds
             sampled_tokens = sum(t.num_sampled_tokens for t in trajectories)
             metrics = {
-                **collected.reward_metrics, **prepare_metrics, **update_metrics, **staleness, **scheduled.metrics,
+                **collected.reward_metrics, **drop_metrics, **prepare_metrics, **update_metrics, **staleness, **scheduled.metrics,
                 "response_length": sampled_tokens / len(trajectories),
                 **episode_metrics(trajectories),
                 "tokens_per_s": sampled_tokens / max(collected.rollout_seconds, 1e-9),

@@ -174,7 +174,8 @@ REWARDS = [  # (name, fn, weight, params): per-sample, group and stateful compon
     ("vote", "majority_vote", 0.5, {}),
     ("hard", "code_tests_difficulty", 0.0, {}),
 ]
-SCORER = dict(timeout_s=30.0, max_error_fraction=1.0, workers=4, cache=True)
+# on_error=fallback: `hard` fails on every sample here (no tests), and the comparison is of scores.
+SCORER = dict(timeout_s=30.0, max_error_fraction=1.0, workers=4, cache=True, on_error="fallback")
 
 
 def reward_batch():
@@ -298,3 +299,25 @@ def test_the_local_cluster_listens_on_loopback_only(engine2) -> None:
     exposed = [s for s in sockets if not _is_loopback(s[1])]
     assert not exposed, f"Ray sockets reachable from outside this machine: {exposed}"
     assert os.environ.get("RAY_AUTH_MODE") == "token"
+
+
+def test_a_hung_ray_reward_call_is_counted_as_a_timeout_of_its_component(ray_session) -> None:
+    # The same reasons as in-process scoring: the actor running a GIL-holding regex is killed and
+    # replaced, the sample fails with reason `timeout`, the others are scored.
+    scorer = build_ray_scorer([("correct", "verifier", 1.0, {})], 1, call_timeout_s=2, start_timeout_s=60,
+                              cpus_per_worker=0.25, timeout_s=2, max_error_fraction=1.0, workers=2)
+    try:
+        tasks = {
+            "sum": Task(id="sum", prompt="1+1=", answer="2"),
+            "re": Task(id="re", prompt="p", answer="", verifier="regex", metadata={"pattern": "(.*.*.*)*Z"}),
+        }
+        batch = [single_turn_trajectory(tid, [1], [2], [-0.1], text) for tid, text in [("re", "y" * 30), ("sum", "2")]]
+        metrics = scorer.score(tasks, batch)
+        assert [t.reward_failures for t in batch] == [{"correct": "timeout"}, {}]
+        assert batch[1].rewards == {"correct": 1.0} and metrics["reward_failed/correct/timeout"] == 1.0
+        assert scorer.pool.replacements >= 1
+        # Evaluation's verifier calls: in local worker processes, under the same timeout.
+        outcomes = scorer.verify_responses([tasks["re"], tasks["sum"]], ["y" * 30, "2"])
+        assert type(outcomes[0]).__name__ == "RewardTimeout" and outcomes[1] == 1.0
+    finally:
+        scorer.close()

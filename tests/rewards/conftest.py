@@ -12,6 +12,9 @@ def scorers():
     made: list[RewardScorer] = []
 
     def make(*args, **kwargs) -> RewardScorer:
+        # Threads unless a test asks for processes: these tests are about scoring logic, with
+        # closures as reward fns; test_reward_isolation.py covers the worker processes.
+        kwargs.setdefault("isolation", "thread")
         made.append(RewardScorer(*args, **kwargs))
         return made[-1]
 

@@ -18,7 +18,7 @@ def test_majority_vote_is_scored_per_group_and_combined_with_sample_rewards():
     vote, is_group = build_component("majority_vote", {})
     fmt, _ = build_component("format", {"pattern": r"\d+"})
     assert is_group
-    scorer = RewardScorer([NamedReward("vote", vote, 1.0, group=True), NamedReward("format", fmt, 0.5)])
+    scorer = RewardScorer([NamedReward("vote", vote, 1.0, group=True), NamedReward("format", fmt, 0.5)], isolation="thread")
     batch = [trajectory("a", 0, r) for r in ("4", "4", "5", "x")] + [trajectory("b", 1, r) for r in ("7", "8", "8", "8")]
     metrics = scorer.score(TASKS, batch)
     assert [t.rewards["vote"] for t in batch] == [1, 1, 0, 0, 0, 1, 1, 1]
@@ -28,7 +28,7 @@ def test_majority_vote_is_scored_per_group_and_combined_with_sample_rewards():
 
 
 def test_a_group_reward_returning_the_wrong_number_of_scores_is_an_error_on_each_sample():
-    scorer = RewardScorer([NamedReward("bad", lambda task, group: [1.0], 1.0, group=True)], max_error_fraction=1.0)
+    scorer = RewardScorer([NamedReward("bad", lambda task, group: [1.0], 1.0, group=True)], max_error_fraction=1.0, isolation="thread")
     batch = [trajectory("a", 0, "1"), trajectory("a", 0, "2")]
     metrics = scorer.score(TASKS, batch)
     assert metrics["reward_errors"] == 2
@@ -56,7 +56,7 @@ def test_a_reward_with_score_batch_is_called_once_per_batch():
             CountingBatchReward.calls += 1
             return [float(len(t.response_text)) for t in trajectories]
 
-    scorer = RewardScorer([NamedReward("rm", CountingBatchReward(), 1.0)])
+    scorer = RewardScorer([NamedReward("rm", CountingBatchReward(), 1.0)], isolation="thread")
     batch = [trajectory("a", 0, "1"), trajectory("a", 0, "22"), trajectory("b", 1, "333")]
     scorer.score(TASKS, batch)
     assert CountingBatchReward.calls == 1 and [t.reward for t in batch] == [1.0, 2.0, 3.0]

@@ -79,7 +79,13 @@ def test_one_failing_sample_is_recorded_and_the_run_continues(scorers) -> None:
     assert [t.errors for t in (batch[0], batch[2], batch[3])] == [[], [], []]
     assert [t.reward for t in batch] == [2.0, 0.0, 2.0, 1.0]
     assert metrics["reward_errors"] == 1.0
-    assert metrics["reward/flaky/frac_nonzero"] == 0.75
+    # on_error=drop (default): the failed sample leaves the reward metrics, as it leaves the loss.
+    assert batch[1].reward_failures == {"flaky": "raised"}
+    assert metrics["reward/flaky/frac_nonzero"] == 1.0 and metrics["reward"] == pytest.approx(5 / 3)
+    kept = [traj("t0", "5"), traj("t0", "bad"), traj("t1", "7"), traj("t1", "8")]
+    fallback = scorers([NamedReward("flaky", exploding_reward, 1.0), NamedReward("correct", VerifierReward(), 1.0)], on_error="fallback")
+    metrics = fallback.score(TASKS, kept)
+    assert metrics["reward/flaky/frac_nonzero"] == 0.75 and metrics["reward"] == pytest.approx(5 / 4)
 
     # The same scorer keeps working.
     again = [traj("t0", "5")]
@@ -128,7 +134,8 @@ def test_slow_sample_times_out_alone_and_fast(scorers, hanging_reward) -> None:
 
     assert elapsed < 1.0, f"score() waited {elapsed:.2f} s for a call with a 0.2 s timeout"
     assert batch[1].rewards == {"slow": 0.0}
-    assert batch[1].errors == ["reward slow: timed out after 0.2 s"]
+    assert len(batch[1].errors) == 1 and batch[1].errors[0].startswith("reward slow: timed out after 0.2 s")
+    assert batch[1].reward_failures == {"slow": "timeout"}
     assert [t.reward for t in batch] == [1.0, 0.0, 1.0, 1.0]
     assert [t.errors for t in (batch[0], batch[2], batch[3])] == [[], [], []]
     assert metrics["reward_errors"] == 1.0
@@ -146,7 +153,7 @@ def test_scorer_recovers_after_every_worker_hung(scorers, hanging_reward) -> Non
     start = time.monotonic()
     scorer.score(TASKS, batch)
     assert time.monotonic() - start < 1.5
-    assert all(t.errors == ["reward slow: timed out after 0.2 s"] for t in batch[:2])
+    assert all(len(t.errors) == 1 and t.errors[0].startswith("reward slow: timed out after 0.2 s") for t in batch[:2])
 
     nxt = [traj("t0", "5"), traj("t1", "7"), traj("t1", "8")]
     start = time.monotonic()

@@ -136,6 +136,19 @@ def test_build_scorer_passes_the_reward_config() -> None:
     assert build_scorer(load_config("default")).cache_enabled is True
 
 
+def test_build_scorer_isolates_by_name_and_drops_failures_by_default() -> None:
+    default = build_scorer(load_config("default"))
+    try:
+        assert (default.isolation, default.on_error) == ("process", "drop")
+        # The workers build each component from its config name and params, not from a pickle.
+        assert [c.spec for c in default.components] == [(c.fn, c.params) for c in load_config("default").reward.components]
+    finally:
+        default.close()
+    other = build_scorer(load_config("default", ["reward.isolation=thread", "reward.on_error=fallback"]))
+    assert (other.isolation, other.on_error, other._processes) == ("thread", "fallback", None)
+    other.close()
+
+
 def test_config_rejects_a_reversed_clip() -> None:
     with pytest.raises(ConfigError, match="clip"):
         build_config({"reward": {"clip": [1.0, 0.0]}})

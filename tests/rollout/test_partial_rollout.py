@@ -81,7 +81,7 @@ def task(i: int, length: int) -> Task:
 
 
 def scorer() -> RewardScorer:
-    return RewardScorer([NamedReward("length", lambda t, traj: float(len(traj.response_text)), 1.0)], cache=False)
+    return RewardScorer([NamedReward("length", lambda t, traj: float(len(traj.response_text)), 1.0)], cache=False, isolation="thread")
 
 
 def test_a_round_stops_once_enough_groups_are_complete_and_keeps_the_rest() -> None:

@@ -59,7 +59,7 @@ def make_scorer():
     scorers = []
 
     def build(solved: set[str]) -> RecordingScorer:
-        scorer = RecordingScorer([NamedReward("correct", ScriptedReward(solved), 1.0)], workers=2)
+        scorer = RecordingScorer([NamedReward("correct", ScriptedReward(solved), 1.0)], workers=2, isolation="thread")
         scorers.append(scorer)
         return scorer
 
@@ -174,3 +174,28 @@ def test_all_solved_returns_the_last_round_not_nothing(setup, make_scorer) -> No
     assert out.reward_metrics["reward"] == 1.0
     ids_per_round = [{t.group_id for t in trajs} for trajs, _ in scorer.calls]
     assert sum(len(ids) for ids in ids_per_round) == len(set().union(*ids_per_round)) == 3 * PROMPTS
+
+
+class FailingOnEvenReward(ScriptedReward):
+    """As ScriptedReward, but raises where task t4's parity reward would be 0: t4's group then
+    looks informative (1.0 next to the fallback 0.0) while some of its samples have no reward."""
+
+    def __call__(self, task, trajectory) -> float:
+        value = super().__call__(task, trajectory)
+        if task.id == "t4" and value == 0.0:
+            raise ValueError("no reward for this one")
+        return value
+
+
+def test_a_group_with_a_failed_reward_is_not_kept_as_informative_when_failures_are_dropped(setup) -> None:
+    scorer = RecordingScorer([NamedReward("correct", FailingOnEvenReward(SOLVED), 1.0)], workers=2, on_error="drop", isolation="thread")
+    try:
+        engine, env, params = setup
+        out = collect_groups(engine, env, scorer, TaskSampler(make_tasks(), seed=0), PROMPTS, GROUP, params,
+                             seed=3, dynamic_sampling=True, max_rounds=5)
+    finally:
+        scorer.close()
+    sampled = [t for trajectories, _ in scorer.calls for t in trajectories]
+    assert any(t.task_id == "t4" and t.reward_failures for t in sampled)  # t4 was drawn and failed
+    assert not any(t.reward_failures for t in out.trajectories), "a group the loss will drop was kept"
+    assert all(is_informative(g) for g in groups_of(out.trajectories).values())

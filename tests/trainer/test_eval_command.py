@@ -62,6 +62,26 @@ class ScriptedEngine:
         pass
 
 
+def test_a_failed_verification_counts_as_unsolved_and_is_counted_and_named() -> None:
+    from reinforge.rewards.call_errors import RewardTimeout
+
+    tasks = [make_task(15, 17, True), make_task(19, 3, True)]
+    engine = ScriptedEngine(greedy=["32", "22"], samples=[["32", "1"], ["22", "22"]])
+    seen: list[tuple[str, str]] = []
+
+    def verify(batch_tasks, responses):  # the scorer's verify_responses: here the task "19+3" hangs
+        seen.extend((t.id, r) for t, r in zip(batch_tasks, responses))
+        return [RewardTimeout("reward verifier: timed out after 1 s") if t.id == tasks[1].id else float(r == t.answer)
+                for t, r in zip(batch_tasks, responses)]
+
+    metrics, records = evaluate(engine, CharEnv(tasks), tasks, 8, samples=2, temperature=1.0, verify=verify)
+    assert len(seen) == 2 + 4  # every greedy answer and sample, in one batch
+    assert metrics["verify_errors"] == 3.0 and metrics["accuracy"] == 0.5
+    assert records[1]["correct"] is False and records[1]["sample_correct"] == [False, False]
+    assert records[1]["verify_errors"] == ["reward verifier: timed out after 1 s"] * 3
+    assert "verify_errors" not in records[0] and records[0]["sample_correct"] == [True, False]
+
+
 def test_evaluate_reports_pass_at_k_per_family_accuracy_and_sample_correctness() -> None:
     tasks = [make_task(15, 17, True), make_task(19, 3, True), make_task(12, 3, True), Task("x", "?", "yes")]
     assert [t.metadata.get("family") for t in tasks] == ["carry", "carry", "no_carry", None]
