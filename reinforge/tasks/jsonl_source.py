@@ -94,6 +94,8 @@ def _parse_line(record: Any, path: Path, lineno: int) -> Task:
 def read_tasks(path: str | Path) -> list[Task]:
     """Parse one JSONL file into tasks; any problem is a ConfigError with file and line."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"task file {path} is a directory; task.path and task.eval_path each name one JSONL file")
     if not path.is_file():
         raise ConfigError(f"task file {path} does not exist")
     tasks: list[Task] = []
