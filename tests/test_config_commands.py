@@ -60,7 +60,7 @@ def test_overrides_on_both_sides_of_an_option() -> None:
     "argv, stray",
     [
         (["train", "a.b=1", "--model", "/m", "--modle", "/x"], "--modle /x"),  # a misspelt option stays an error
-        (["train", "--model", "/m", "oops"], "oops"),  # not KEY=VALUE
+        (["train", "a.b=1", "--model", "/m", "oops"], "oops"),  # not KEY=VALUE
         (["report", "runs/x", "algo.lr=1"], "algo.lr=1"),  # report takes no overrides
     ],
 )
