@@ -118,9 +118,12 @@ def config_command(args: argparse.Namespace) -> int:
     if args.config_command == "show":
         print(dump_config(cfg), end="")
         return 0
+    from reinforge.tasks.registry import load_tasks
     from reinforge.trainer.preflight import preflight  # checks names and shapes; loads no model
+    from reinforge.trainer.task_fit import check_tasks_fit
 
     preflight(cfg)
+    check_tasks_fit(cfg, load_tasks(cfg.task, seed=cfg.trainer.seed))  # the tasks in tokens; still no model
     print(f"ok: {args.recipe} is valid")
     return 0
 

@@ -13,7 +13,7 @@ import pytest
 
 from reinforge import cli
 from reinforge.config import ConfigError, load_config
-from reinforge.trainer import pipeline
+from reinforge.trainer import pipeline, task_fit
 from reinforge.trainer.preflight import preflight
 
 @pytest.fixture(autouse=True)
@@ -23,8 +23,9 @@ def no_compute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def forbidden(*args, **kwargs):
         raise AssertionError("work started before the config was validated")
 
-    for name in ("build_policy", "load_tasks", "make_run_dir", "build_tiny_llama", "train_tokenizer", "load_model_and_tokenizer"):
+    for name in ("build_policy", "load_tasks", "make_run_dir", "build_tiny_llama", "load_model_and_tokenizer"):
         monkeypatch.setattr(pipeline, name, forbidden)
+    monkeypatch.setattr(task_fit, "train_tokenizer", forbidden)
     monkeypatch.chdir(tmp_path)
 
 
