@@ -4,18 +4,20 @@ Two things a config cannot show by itself, found only by measuring the tasks:
 
 - a prompt and the response budget must fit the model's context;
 - every assistant turn the policy is taught (a demonstration, or the reference answer when a task
-  has none) must fit `rollout.max_new_tokens`, the cap on one sampled turn. A longer one is cut
-  every time it is sampled, so RL can never produce it: the tool-agent recipe with hermes calls
-  (about 40 tokens a call, 24 allowed) scored a valid-call rate of 0% without a word. This is
-  refused, not warned about: the run it would start cannot learn what it is shown, and the fix is
-  one key. With `sft.steps=0` nothing is imitated, and only answers that the `exact` verifier
-  needs written out whole are measured.
+  has none) must fit `rollout.max_new_tokens`, the cap on one sampled turn (and
+  `eval.max_new_tokens` when set). A longer one is cut every time it is sampled, so RL can never
+  produce it: the tool-agent recipe with hermes calls (~40 tokens a call, 24 allowed) scored a
+  valid-call rate of 0% without a word. This is refused, not warned about: the run it would start
+  cannot learn what it is shown, a warning scrolls away under the progress display, and the fix
+  is one key (or dropping the offending rows). Held-out tasks are measured too: what cannot be
+  written within the cap cannot be scored right either. With `sft.steps=0` nothing is imitated,
+  and only answers that the `exact` verifier needs written out whole are measured.
 
-Sizes are measured twice. First from text length alone (`size_lower_bound`), which needs no
-tokenizer work: it finds a 10 MB prompt at once, before a tokenizer is trained on it or asked to
-encode it (the slow part of what took 91 s). Then exactly, with one batched encode.
+Sizes are measured twice. First from text length alone (`size_lower_bound`, JSONL files only,
+in preflight), which needs no tokenizer work: it finds a 10 MB prompt at once, before a
+tokenizer is trained on it or asked to encode it (what took 91 s). Then exactly, with the run's
+tokenizer (trained in a fraction of a second for the tiny model), before any model is built.
 """
-
 from __future__ import annotations
 
 import math

@@ -101,6 +101,23 @@ def test_model_dir_without_config_json(tmp_path: Path) -> None:
     assert "model.path" in message and "config.json" in message
 
 
+def test_model_dir_problems_name_model_path(tmp_path: Path, tokenizer, nano_model) -> None:
+    from transformers import BertConfig, BertModel
+
+    from reinforge.models.loading import save_model
+
+    good = save_model(nano_model, tokenizer, tmp_path / "good")
+    check(f"model.path={good}", "sft.steps=0")
+    bert = tmp_path / "bert"
+    BertModel(BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)).save_pretrained(bert)
+    (bert / "tokenizer.json").write_bytes((good / "tokenizer.json").read_bytes())
+    message = config_error(f"model.path={bert}")
+    assert message.startswith("model.path:") and "BertModel" in message and "not a causal language model" in message
+    (good / "model.safetensors").unlink()
+    message = config_error(f"model.path={good}")
+    assert message.startswith("model.path:") and "has no weights" in message
+
+
 def test_unknown_model_preset() -> None:
     message = config_error("model.preset=gigantic")
     assert "model.preset" in message and "'gigantic'" in message
