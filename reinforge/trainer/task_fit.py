@@ -29,9 +29,10 @@ from transformers import PreTrainedTokenizerBase
 
 from reinforge.config import Config, ConfigError
 from reinforge.envs.factory import build_env
-from reinforge.models.loading import ModelLoadError, check_causal_lm_dir, read_model_config
 from reinforge.envs.single_turn import PromptFormatError
+from reinforge.models.loading import ModelLoadError, check_causal_lm_dir, read_model_config
 from reinforge.models.tokenizer import MAX_TOKEN_CHARS, train_tokenizer
+from reinforge.tasks.jsonl_source import read_numbered_tasks
 from reinforge.tasks.task import Task, TaskSplits, task_text
 
 # The tokenizer built for a local tiny model is trained on this many training tasks' texts.
@@ -67,6 +68,20 @@ def max_chars_per_token(tokenizer: PreTrainedTokenizerBase) -> int:
 def size_lower_bound(text: str, chars_per_token: int) -> int:
     """Fewest tokens `text` can encode to when no token covers more than `chars_per_token` characters."""
     return math.ceil(len(text) / chars_per_token)
+
+
+def prompt_lower_bound(text: str, tokenizer: PreTrainedTokenizerBase | None, chars_per_token: int, room: int) -> int:
+    """size_lower_bound of what the tokenizer reads: a text that looks too long is first put
+    through the tokenizer's normalizer (linear time), which may merge characters (NFC, NFKC)."""
+    bound = size_lower_bound(text, chars_per_token)
+    normalizer = getattr(getattr(tokenizer, "backend_tokenizer", None), "normalizer", None)
+    if bound > room and normalizer is not None:
+        bound = size_lower_bound(normalizer.normalize_str(text), chars_per_token)
+    return bound
+
+
+def prompt_text(task: Task) -> str:
+    return task.prompt if isinstance(task.prompt, str) else "".join(m["content"] for m in task.prompt)
 
 
 @dataclass
@@ -137,8 +152,6 @@ def check_jsonl_texts(cfg: Config, tokenizer: PreTrainedTokenizerBase | None) ->
     than MAX_TOKEN_CHARS characters)."""
     if cfg.task.source != "jsonl" or cfg.task.path is None:
         return
-    from reinforge.tasks.jsonl_source import read_numbered_tasks  # parsed again: cheap, and it knows the lines
-
     per_token = max_chars_per_token(tokenizer) if tokenizer is not None else MAX_TOKEN_CHARS
     prompt_format = effective_prompt_format(cfg, tokenizer)
     context = model_context(cfg)
@@ -155,9 +168,9 @@ def check_jsonl_texts(cfg: Config, tokenizer: PreTrainedTokenizerBase | None) ->
                     f"{where}: the prompt is a list of chat messages, but rollout.prompt_format=raw{why} encodes text "
                     "prompts only; set rollout.prompt_format=chat (with a tokenizer that has a chat template) or write the prompt as text"
                 )
-            text = task.prompt if isinstance(task.prompt, str) else "".join(m["content"] for m in task.prompt)
-            if room is not None and size_lower_bound(text, per_token) > room:
-                raise_prompt_too_long(where, len(text), size_lower_bound(text, per_token), cfg, context)
+            text = prompt_text(task)
+            if room is not None and (at_least := prompt_lower_bound(text, tokenizer, per_token, room)) > room:
+                raise_prompt_too_long(where, len(text), at_least, cfg, context)
             shortest = max((size_lower_bound(t, per_token) + 1 for t in taught_texts(task, imitated)), default=0)
             turns.append(Misfit(where, shortest))
         for key, budget in demonstration_budgets(cfg):
@@ -202,14 +215,10 @@ def check_prompt_sizes(tasks: list[Task], cfg: Config, env, context: int | None)
         return
     room = context - max(cfg.rollout.max_new_tokens, cfg.eval.max_new_tokens or 0)
     per_token = max_chars_per_token(env.tokenizer)
-    normalizer = getattr(getattr(env.tokenizer, "backend_tokenizer", None), "normalizer", None)
     for task in tasks:
-        text = task.prompt if isinstance(task.prompt, str) else "".join(m["content"] for m in task.prompt)
-        if normalizer is not None and len(text) > room * per_token:
-            text = normalizer.normalize_str(text)  # a normalizer may merge characters; measure what the model reads
-        bound = size_lower_bound(text, per_token)
-        if bound > room:
-            raise_prompt_too_long(f"task {task.id}", len(text), bound, cfg, context)
+        text = prompt_text(task)
+        if (at_least := prompt_lower_bound(text, env.tokenizer, per_token, room)) > room:
+            raise_prompt_too_long(f"task {task.id}", len(text), at_least, cfg, context)
     try:
         lengths = [len(env.prompt_ids(t)) for t in tasks]
     except PromptFormatError as err:
