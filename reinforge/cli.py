@@ -65,6 +65,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Overrides may stand on both sides of an option (`train a=1 --model DIR b=2`).
+
+    argparse gives a `nargs="*"` positional only its first run of arguments, so KEY=VALUE items
+    after an option come back unrecognized (`parse_intermixed_args` refuses subcommands): they are
+    appended to the overrides in command-line order. Anything else left over is still an error."""
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    takes_overrides = hasattr(args, "overrides")
+    stray = [a for a in extra if not takes_overrides or a.startswith("-") or "=" not in a]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.overrides = [*args.overrides, *extra]
+    return args
+
+
 def report_command(args: argparse.Namespace) -> int:
     """`report RUN_DIR`: reads a finished (or running) run; loads no config and no model."""
     run_dir = Path(args.run_dir)
@@ -105,9 +122,12 @@ def config_command(args: argparse.Namespace) -> int:
     if args.config_command == "show":
         print(dump_config(cfg), end="")
         return 0
+    from reinforge.tasks.registry import load_tasks
     from reinforge.trainer.preflight import preflight  # checks names and shapes; loads no model
+    from reinforge.trainer.task_fit import check_tasks_fit
 
     preflight(cfg)
+    check_tasks_fit(cfg, load_tasks(cfg.task, seed=cfg.trainer.seed))  # the tasks in tokens; still no model
     print(f"ok: {args.recipe} is valid")
     return 0
 
@@ -130,7 +150,7 @@ def eval_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parse_args(argv)
     if args.command == "report":
         return report_command(args)
     try:

@@ -227,6 +227,14 @@ class TrainerConfig(Section):
     )
     overprovision: float = Field(1.5, ge=1, le=2, description="Groups in flight per step, as a multiple of rollout.prompts_per_step (partial rollouts only).")
 
+    @field_validator("threads")
+    @classmethod
+    def _positive_threads(cls, threads: Any) -> Any:
+        # torch.set_num_threads(-1) or (0) fails only once the run starts; a count must be >= 1.
+        if isinstance(threads, int) and not isinstance(threads, bool) and threads < 1:
+            raise ValueError(f"a thread count must be at least 1, got {threads}; leave trainer.threads unset for the default")
+        return threads
+
 
 class TelemetryConfig(Section):
     progress: bool = Field(True, description="Live progress display (rich).")
@@ -234,6 +242,15 @@ class TelemetryConfig(Section):
     wandb: Literal["auto", "on", "off"] = Field(
         "auto", description="Weights & Biases in offline mode: auto = when the wandb package is installed."
     )
+
+    @field_validator("wandb", mode="before")
+    @classmethod
+    def _yaml_booleans_as_switch(cls, value: Any) -> Any:
+        # YAML 1.1 reads an unquoted on/off/yes/no/true/false as a boolean, so `telemetry.wandb=off`
+        # arrives as False: read the boolean as the switch the user wrote.
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        return value
 
 
 class WorkersConfig(Section):
@@ -287,6 +304,28 @@ _YamlLoader.add_implicit_resolver(
 
 def _load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_YamlLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+def load_yaml_file(path: Path) -> Any:
+    """A YAML file's content; a syntax error names the file, line and column (PyYAML's own
+    message names "<unicode string>", since it is handed the text, not the file)."""
+    try:
+        return _load_yaml(path.read_text())
+    except yaml.MarkedYAMLError as err:
+        mark, start = err.problem_mark, err.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        context = ""
+        if err.context:
+            opened = f" that starts at line {start.line + 1}, column {start.column + 1}" if start is not None else ""
+            context = f" ({err.context}{opened})"
+        snippet = mark.get_snippet() if mark is not None else None
+        shown = f"\n{snippet}" if snippet and snippet.splitlines()[0].strip() else ""  # no caret under nothing
+        raise ConfigError(
+            f"{where}: invalid YAML: {err.problem}{context}{shown}\n"
+            "fix the file at that line (a wrong indentation, a missing ':' or an unclosed quote or bracket are the usual causes)"
+        ) from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: invalid YAML: {err}") from None
 
 
 def recipe_path(name_or_path: str) -> Path:
@@ -362,7 +401,7 @@ def load_config(recipe: str | None = "default", overrides: list[str] | tuple[str
     tree: dict[str, Any] = {}
     if recipe is not None:
         path = recipe_path(recipe)
-        loaded = _load_yaml(path.read_text()) or {}
+        loaded = load_yaml_file(path) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"recipe {path} must be a mapping of sections, got {type(loaded).__name__}")
         tree = loaded

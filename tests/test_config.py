@@ -152,3 +152,42 @@ def test_method_preset_precedence(tmp_path) -> None:
     assert load_config(str(recipe)).algo.clip_eps == 0.001
     with pytest.raises(ConfigError, match="unknown method 'nope'.*dapo"):
         load_config("default", ["algo.method=nope"])
+
+
+@pytest.mark.parametrize("written, switch", [("off", "off"), ("on", "on"), ("false", "off"), ("true", "on"), ("auto", "auto"), ("'off'", "off")])
+def test_wandb_switch_accepts_what_yaml_turns_into_booleans(written: str, switch: str, tmp_path: Path) -> None:
+    # YAML 1.1 reads unquoted on/off as booleans: the override and the recipe both mean the switch.
+    assert load_config("default", [f"telemetry.wandb={written}"]).telemetry.wandb == switch
+    recipe = tmp_path / "w.yaml"
+    recipe.write_text(f"telemetry:\n  wandb: {written}\n")
+    assert load_config(str(recipe)).telemetry.wandb == switch
+    with pytest.raises(ConfigError, match=r"telemetry\.wandb"):
+        load_config("default", ["telemetry.wandb=maybe"])
+
+
+@pytest.mark.parametrize("threads", ["-1", "0"])
+def test_thread_count_below_one_is_refused(threads: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config("default", [f"trainer.threads={threads}"])
+    assert "trainer.threads" in str(err.value) and "at least 1" in str(err.value) and f"got {threads}" in str(err.value)
+    assert load_config("default", ["trainer.threads=2"]).trainer.threads == 2
+    load_config("default", ["trainer.threads="])  # unset: the default choice stays valid
+
+
+@pytest.mark.parametrize(
+    "text, line, column, fragment",
+    [
+        ("model:\n  preset: micro\n   foo: 1\n", 3, 7, "mapping values are not allowed"),
+        ("algo:\n  lr: [1, 2\n", 3, 1, "flow sequence that starts at line 2, column 7"),
+        ('sft:\n  steps: 3\nalgo:\n  method: "dapo\n', 5, 1, "quoted scalar that starts at line 4, column 11"),
+        ("algo:\n\tlr: 1\n", 2, 1, "that cannot start any token"),
+    ],
+)
+def test_malformed_yaml_recipe_names_file_line_and_column(tmp_path: Path, text: str, line: int, column: int, fragment: str) -> None:
+    recipe = tmp_path / "broken.yaml"
+    recipe.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(str(recipe))
+    message = str(err.value)
+    assert message.startswith(f"{recipe}:{line}:{column}: invalid YAML")
+    assert fragment in message and "<unicode string>" not in message

@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from reinforge.cli import main
+from reinforge.cli import config_from_args, main, parse_args
 
 
 def test_show_prints_resolved_yaml_with_method_preset(capsys: pytest.CaptureFixture[str]) -> None:
@@ -45,3 +45,27 @@ def test_validate_default_recipe_loads_no_model(monkeypatch: pytest.MonkeyPatch,
         monkeypatch.setattr("reinforge.trainer.pipeline.build_tiny_llama", no_model)
     assert main(["config", "validate"]) == 0
     assert capsys.readouterr().out.strip() == "ok: default is valid"
+
+
+def test_overrides_on_both_sides_of_an_option() -> None:
+    args = parse_args(["train", "algo.lr=1e-5", "--model", "/m", "rollout.group_size=4", "--output", "/o", "algo.lr=2e-5"])
+    assert args.model == "/m" and args.output == "/o"
+    assert args.overrides == ["algo.lr=1e-5", "rollout.group_size=4", "algo.lr=2e-5"]  # command-line order: the last wins
+    cfg = config_from_args(args)
+    assert cfg.model.path == "/m" and cfg.algo.lr == 2e-5 and cfg.rollout.group_size == 4
+    assert parse_args(["eval", "task.eval_size=9", "--model", "/m", "eval.samples=2"]).overrides == ["task.eval_size=9", "eval.samples=2"]
+
+
+@pytest.mark.parametrize(
+    "argv, stray",
+    [
+        (["train", "a.b=1", "--model", "/m", "--modle", "/x"], "--modle /x"),  # a misspelt option stays an error
+        (["train", "a.b=1", "--model", "/m", "oops"], "oops"),  # not KEY=VALUE
+        (["report", "runs/x", "algo.lr=1"], "algo.lr=1"),  # report takes no overrides
+    ],
+)
+def test_leftover_arguments_that_are_not_overrides_are_refused(argv: list[str], stray: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(argv)
+    assert exit_.value.code == 2
+    assert f"unrecognized arguments: {stray}" in capsys.readouterr().err

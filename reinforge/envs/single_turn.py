@@ -60,6 +60,11 @@ class SingleTurnEnv:
         prompt, response = self.prompt_ids(task), self.response_ids(task.sft_target)
         return prompt + response, [False] * len(prompt) + [True] * len(response)
 
+    def demonstration_turns(self, task: Task) -> list[str]:
+        """The text of the response that warm-up teaches (each turn is closed by one end token)."""
+        target = task.sft_target
+        return [target] if isinstance(target, str) else [str(m.get("content") or "") for m in target if m.get("role") == "assistant"]
+
     def decode_response(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
 

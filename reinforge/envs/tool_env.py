@@ -83,6 +83,12 @@ class ToolEnv:
             calls.append(format_call(ToolCall(function["name"], arguments), self.tool_format, self.registry))
         return "".join([str(message.get("content") or ""), *calls])
 
+    def demonstration_turns(self, task: Task) -> list[str]:
+        """The text of each assistant turn that warm-up teaches, calls written in this env's syntax
+        (each turn is closed by one end-of-turn token)."""
+        demo = task.sft_target
+        return [demo] if isinstance(demo, str) else [self.assistant_text(m) for m in demo if m.get("role") == "assistant"]
+
     def sft_example(self, task: Task) -> tuple[list[int], list[bool]]:
         """The prompt, then the demonstration's messages: assistant turns trained (each closed by
         the end-of-turn token), tool messages in between as the observations the env would append."""

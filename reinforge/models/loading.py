@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+from reinforge.config import ConfigError
+
+# What `from_pretrained` reads weights from (single file or shards with an index).
+WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
+# A tokenizer needs its vocabulary: a fast tokenizer's tokenizer.json, a SentencePiece model, or BPE / WordPiece files.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
 
 
-class ModelLoadError(ValueError):
-    pass
+class ModelLoadError(ConfigError):
+    """A model directory that cannot serve: a config error of the key that names it."""
 
 
 def check_model_dir(path: str, what: str = "--model") -> Path:
@@ -22,13 +32,73 @@ def check_model_dir(path: str, what: str = "--model") -> Path:
         )
     if not (directory / "config.json").is_file():
         raise ModelLoadError(f"{directory} has no config.json; it is not a Hugging Face model directory")
+    read_model_config(directory)
+    if not any(next(directory.glob(pattern), None) for pattern in WEIGHT_PATTERNS):
+        raise ModelLoadError(
+            f"{what} {directory} has no weights (model.safetensors or pytorch_model.bin, or their shards); "
+            "save the model with `save_pretrained` into that directory"
+        )
     return directory
 
 
+def read_model_config(directory: Path) -> dict[str, Any]:
+    """config.json as a dict; a file that is not a JSON object is named with its line and column."""
+    path = directory / "config.json"
+    try:
+        config = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ModelLoadError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg}); repair it or save the model again") from None
+    except UnicodeDecodeError as err:
+        raise ModelLoadError(f"{path}: not UTF-8 text ({err.reason}); repair it or save the model again") from None
+    if not isinstance(config, dict):
+        raise ModelLoadError(f"{path}: expected a JSON object of model settings, got {type(config).__name__}")
+    return config
+
+
+def check_causal_lm_dir(path: str, what: str = "--model") -> tuple[Path, dict[str, Any], PreTrainedTokenizerBase]:
+    """A policy directory, checked before its weights are loaded: files present, a causal LM
+    architecture, a tokenizer that loads and whose ids all have a row in the model's embedding.
+    Returns the directory, its config.json and the tokenizer (cheap next to the weights)."""
+    directory = check_model_dir(path, what)
+    config = read_model_config(directory)
+    causal = {name for names in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values() for name in ([names] if isinstance(names, str) else names)}
+    architectures = config.get("architectures") or []
+    if architectures:
+        is_causal = any(a in causal for a in architectures)
+        found = f"a {', '.join(architectures)} (config.json 'architectures')"
+    else:
+        is_causal = config.get("model_type") in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        found = f"model_type {config.get('model_type')!r} (config.json)"
+    if not is_causal:
+        raise ModelLoadError(
+            f"{what} {directory} holds {found}, not a causal language model: reinforge samples and trains "
+            "next-token models (AutoModelForCausalLM, e.g. LlamaForCausalLM); save one with its LM head"
+        )
+    if not any((directory / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelLoadError(
+            f"{what} {directory} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); "
+            "save it next to the model with `tokenizer.save_pretrained(DIR)`"
+        )
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        raise ModelLoadError(f"{what} {directory}: the tokenizer does not load ({type(err).__name__}: {err})") from None
+    vocab_size = config.get("vocab_size")
+    if isinstance(vocab_size, int) and len(tokenizer) > vocab_size:
+        raise ModelLoadError(
+            f"{what} {directory}: the tokenizer has {len(tokenizer)} tokens (ids up to {len(tokenizer) - 1}) but the "
+            f"model's embedding has vocab_size={vocab_size} rows, so the highest ids have no embedding; "
+            "resize the embeddings (`model.resize_token_embeddings(len(tokenizer))`) and save again, or use the tokenizer the model was trained with"
+        )
+    return directory, config, tokenizer
+
+
 def load_model_and_tokenizer(path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    directory = check_model_dir(path)
-    tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, dtype="float32")
+    directory, _, tokenizer = check_causal_lm_dir(path)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, dtype="float32")
+    except (OSError, ValueError) as err:  # e.g. truncated or mismatched weight files
+        raise ModelLoadError(f"{directory}: the model does not load ({type(err).__name__}: {err})") from None
     if tokenizer.pad_token_id is None:
         # Left-padded batches need a pad id; any id works since padded positions are masked.
         tokenizer.pad_token = tokenizer.eos_token

@@ -19,6 +19,12 @@ PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 SPECIAL_TOKENS = [PAD, BOS, EOS]
 ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>", "<|tool|>", "<|end|>"]
 
+# No trained token is longer than this many bytes (and no special token is either), so a text of
+# n characters is at least n / MAX_TOKEN_CHARS tokens: an over-long prompt is found from its
+# length, before a tokenizer is trained on it. Arithmetic and tool-trace vocabularies stay far
+# below it (13 characters at most, a role token), so the cap changes none of their merges.
+MAX_TOKEN_CHARS = 16
+
 # Tools, when given, are listed by name in a system turn (a tiny model cannot read JSON schemas;
 # what it needs is the names it may call). Unknown roles are an error, not a silent fallback.
 TINY_CHAT_TEMPLATE = (
@@ -45,6 +51,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 384) -> PreTrainedTo
         vocab_size=vocab_size,
         special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        max_token_length=MAX_TOKEN_CHARS,
         show_progress=False,
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)

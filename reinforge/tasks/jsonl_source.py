@@ -93,10 +93,17 @@ def _parse_line(record: Any, path: Path, lineno: int) -> Task:
 
 def read_tasks(path: str | Path) -> list[Task]:
     """Parse one JSONL file into tasks; any problem is a ConfigError with file and line."""
+    return [task for _, task in read_numbered_tasks(path)]
+
+
+def read_numbered_tasks(path: str | Path) -> list[tuple[int, Task]]:
+    """The tasks of one JSONL file, each with its line number (for messages that name the line)."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"task file {path} is a directory; task.path and task.eval_path each name one JSONL file")
     if not path.is_file():
         raise ConfigError(f"task file {path} does not exist")
-    tasks: list[Task] = []
+    tasks: list[tuple[int, Task]] = []
     seen_ids: dict[str, int] = {}
     with path.open("rb") as f:
         for lineno, raw in enumerate(f, start=1):
@@ -114,7 +121,7 @@ def read_tasks(path: str | Path) -> list[Task]:
             if task.id in seen_ids:
                 raise _fail(path, lineno, f"duplicate id {task.id!r} (first on line {seen_ids[task.id]})")
             seen_ids[task.id] = lineno
-            tasks.append(task)
+            tasks.append((lineno, task))
     if not tasks:
         raise ConfigError(f"task file {path} contains no tasks")
     return tasks

@@ -7,6 +7,7 @@ metadata, because reasoning-gym's scorers read more than the answer string from 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import reasoning_gym
@@ -14,6 +15,8 @@ from reasoning_gym.factory import DATASETS
 
 from reinforge.config import ConfigError, TaskConfig
 from reinforge.tasks.task import Task, TaskSplits
+
+log = logging.getLogger(__name__)
 
 ANSWER_INSTRUCTION = "Give your final answer inside <answer></answer> tags."
 
@@ -79,7 +82,15 @@ def load(cfg: TaskConfig, seed: int) -> TaskSplits:
     eval_entries = list(_create(cfg, seed=seed + cfg.train_size, size=cfg.eval_size))
 
     train_questions = {e["question"] for e in train_entries}
+    generated = len(eval_entries)
     eval_entries = [e for e in eval_entries if e["question"] not in train_questions]
+    if eval_entries and len(eval_entries) < generated:
+        log.warning(
+            "task.eval_size=%d, but only %d held-out tasks remain: %d of the generated held-out questions are also "
+            "training questions and were dropped (evaluation must not measure memorisation). reasoning-gym dataset %r "
+            "with task.params=%s has few distinct problems: lower task.train_size (now %d) or widen task.params",
+            cfg.eval_size, len(eval_entries), generated - len(eval_entries), name, cfg.params, cfg.train_size,
+        )
     if not eval_entries:
         raise ConfigError(
             f"reasoning-gym dataset {name!r} with {cfg.params}: every held-out question also appears in training; "

@@ -20,7 +20,6 @@ from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.base import Env
 from reinforge.rollout.episode_metrics import episode_metrics
 from reinforge.rollout.episodes import rollout_groups
-from reinforge.rewards.call_errors import RewardCallError
 from reinforge.tasks.task import Task
 from reinforge.trainer.eval_metrics import per_task_scores, record_family
 

@@ -21,16 +21,16 @@ from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.models.loading import load_model_and_tokenizer, save_model
 from reinforge.models.tiny_llama import build_tiny_llama
-from reinforge.models.tokenizer import train_tokenizer
 from reinforge.models.value_model import ValueModel
 from reinforge.rewards.builtin import build_component
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.tasks.registry import load_tasks
-from reinforge.tasks.task import TaskSplits, task_text
+from reinforge.tasks.task import TaskSplits
 from reinforge.telemetry import MetricsLogger, logged_sft_seconds, print_summary, reward_curve_summary, run_time_rows
 from reinforge.telemetry.reward_failures import describe_reward_failures, reward_failure_totals
 from reinforge.telemetry.wandb_sink import wandb_available
-from reinforge.trainer.preflight import check_prompt_lengths, preflight
+from reinforge.trainer.preflight import preflight
+from reinforge.trainer.task_fit import check_tasks_fit, run_tokenizer
 from reinforge.trainer.rl_loop import RLComponents, RLResult, episode_token_budget, run_rl
 from reinforge.trainer import checkpoint as ckpt
 from reinforge.trainer.evaluation import evaluate, verifier_pool
@@ -54,12 +54,12 @@ def make_run_dir(cfg: Config) -> Path:
     return run_dir
 
 
-def build_policy(cfg: Config, tasks: TaskSplits):
-    """The user's local HF model, or a tokenizer + tiny Llama built here from the task texts."""
+def build_policy(cfg: Config, tasks: TaskSplits, tokenizer=None):
+    """The user's local HF model, or a tokenizer (`tokenizer`, when check_tasks_fit trained it
+    already) + tiny Llama built here from the task texts."""
     if cfg.model.path is not None:
         return load_model_and_tokenizer(cfg.model.path)
-    texts = [task_text(t) for t in tasks.train[:5000]]
-    tokenizer = train_tokenizer(texts, cfg.model.vocab_size)
+    tokenizer = tokenizer if tokenizer is not None else run_tokenizer(cfg, tasks)
     model = build_tiny_llama(tokenizer, cfg.model.preset, cfg.model.max_positions, seed=cfg.trainer.seed)
     return model, tokenizer
 
@@ -158,6 +158,7 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
     checkpoint (or `checkpoint`), producing what the uninterrupted run would have."""
     run_dir = start_run(cfg, resuming=resume)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
+    tokenizer = check_tasks_fit(cfg, tasks)  # prompts and taught turns vs the budgets, before any model
     state = None
     if resume and (found := ckpt.latest_checkpoint(run_dir, checkpoint)) is not None:
         model, tokenizer = load_model_and_tokenizer(str(found / "model"))
@@ -168,10 +169,8 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
     else:
         if resume:  # killed before its first checkpoint: start over, exactly as the first time
             ckpt.truncate_logs(run_dir, dict.fromkeys(ckpt.LOG_FILES, 0))
-        model, tokenizer = build_policy(cfg, tasks)
+        model, tokenizer = build_policy(cfg, tasks, tokenizer)
     env = build_env(cfg, tokenizer)
-    budget = max(cfg.rollout.max_new_tokens, cfg.eval.max_new_tokens or 0)
-    check_prompt_lengths([len(env.prompt_ids(t)) for t in tasks.train + tasks.eval], budget, model.config.max_position_embeddings)
 
     with open_logger(cfg, run_dir) as logger, GracefulStop() as stop:
         if state is None:
@@ -227,7 +226,7 @@ def run_sft_stage(cfg: Config) -> Path:
     """`reinforge sft`: warm up, report held-out greedy accuracy, save to RUN_DIR/warm_start."""
     run_dir = start_run(cfg)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
-    model, tokenizer = build_policy(cfg, tasks)
+    model, tokenizer = build_policy(cfg, tasks, check_tasks_fit(cfg, tasks))
     env = build_env(cfg, tokenizer)
     with open_logger(cfg, run_dir) as logger:
         losses = run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -14,11 +13,12 @@ from reinforge.config import Config, ConfigError
 from reinforge.distributed.ray_cluster import INSTALL_HINT, ray_available
 from reinforge.engines.torch_engine import MAX_BATCH_SIZE
 from reinforge.envs.factory import check_env_config
-from reinforge.models.loading import ModelLoadError, check_model_dir
+from reinforge.models.loading import ModelLoadError, check_causal_lm_dir
 from reinforge.models.tiny_llama import PRESETS
 from reinforge.rewards.builtin import build_component
 from reinforge.tasks.registry import check_task_config
 from reinforge.telemetry.wandb_sink import wandb_available
+from reinforge.trainer.task_fit import check_jsonl_texts, check_prompt_lengths  # noqa: F401 - check_prompt_lengths re-exported
 
 
 def preflight(cfg: Config, resuming: bool = False) -> None:
@@ -63,12 +63,13 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
                     f"components: {', '.join(component_names)}"
                 )
 
+    tokenizer = None
     if cfg.model.path is not None:
         try:
-            directory = check_model_dir(cfg.model.path)
+            directory, model_config, tokenizer = check_causal_lm_dir(cfg.model.path)
         except ModelLoadError as err:
             raise ConfigError(f"model.path: {err}") from None
-        context = json.loads((directory / "config.json").read_text()).get("max_position_embeddings")
+        context = model_config.get("max_position_embeddings")
         context_key = f"the model's max_position_embeddings ({directory / 'config.json'})"
     else:
         context, context_key = cfg.model.max_positions, "model.max_positions"
@@ -80,6 +81,7 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
         )
     if cfg.model.path is None and cfg.model.preset not in PRESETS:
         raise ConfigError(f"model.preset: unknown preset {cfg.model.preset!r}; valid: {', '.join(PRESETS)}")
+    check_jsonl_texts(cfg, tokenizer)
 
     for key in ("workers", "reward_workers"):
         if getattr(cfg.workers, key) > 0 and not ray_available():
@@ -153,16 +155,4 @@ def check_schedule(cfg: Config) -> None:
         raise ConfigError(
             f"trainer.partial_rollouts=true samples all {rows} rows in flight (trainer.overprovision x rollout.prompts_per_step "
             f"x rollout.group_size) in one engine batch, at most {MAX_BATCH_SIZE}; lower one of them"
-        )
-
-
-def check_prompt_lengths(prompt_lengths: list[int], max_new_tokens: int, context: int | None) -> None:
-    """After tokenization, before training: the longest prompt plus the token budget must fit."""
-    if context is None or not prompt_lengths:
-        return
-    longest = max(prompt_lengths)
-    if longest + max_new_tokens > context:
-        raise ConfigError(
-            f"the longest prompt ({longest} tokens) plus rollout.max_new_tokens={max_new_tokens} exceeds the "
-            f"model's context of {context} tokens; shorten the prompts, lower the budget or raise model.max_positions"
         )

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from reinforge.models.loading import ModelLoadError, check_model_dir, load_model_and_tokenizer, save_model
+from reinforge.models.loading import ModelLoadError, check_causal_lm_dir, check_model_dir, load_model_and_tokenizer, save_model
 from reinforge.models.tiny_llama import PRESETS, build_tiny_llama
 from reinforge.models.tokenizer import BOS, EOS, PAD
 
@@ -116,5 +118,72 @@ def test_directory_without_config_is_rejected(tmp_path) -> None:
     (tmp_path / "weights.bin").write_bytes(b"")
     with pytest.raises(ModelLoadError, match="config.json"):
         check_model_dir(str(tmp_path))
-    (tmp_path / "config.json").write_text("{}")
-    assert check_model_dir(str(tmp_path)) == tmp_path
+
+
+@pytest.fixture
+def saved(tmp_path, tokenizer, nano_model):
+    """A good policy directory, for each test to break in one way."""
+    return save_model(nano_model, tokenizer, tmp_path / "model")
+
+
+def test_a_saved_policy_passes_every_check(saved, tokenizer) -> None:
+    directory, config, loaded = check_causal_lm_dir(str(saved))
+    assert directory == saved and config["architectures"] == ["LlamaForCausalLM"]
+    assert len(loaded) == len(tokenizer) <= config["vocab_size"]
+
+
+def test_missing_weights_are_named_before_loading(saved) -> None:
+    (saved / "model.safetensors").unlink()
+    with pytest.raises(ModelLoadError, match="has no weights") as err:
+        check_model_dir(str(saved))
+    assert str(saved) in str(err.value) and "save_pretrained" in str(err.value)
+    with pytest.raises(ModelLoadError, match="has no weights"):
+        load_model_and_tokenizer(str(saved))  # not transformers' OSError
+
+
+def test_broken_config_json_names_file_line_and_column(saved) -> None:
+    (saved / "config.json").write_text('{\n  "model_type": "llama",\n  "vocab_size": 384,,\n}\n')
+    with pytest.raises(ModelLoadError) as err:
+        check_model_dir(str(saved))
+    assert f"{saved / 'config.json'}:3:21: not valid JSON" in str(err.value)
+    (saved / "config.json").write_text("[1, 2]")
+    with pytest.raises(ModelLoadError, match="expected a JSON object"):
+        load_model_and_tokenizer(str(saved))
+
+
+def test_missing_tokenizer_is_named(saved) -> None:
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (saved / name).unlink(missing_ok=True)
+    with pytest.raises(ModelLoadError, match="has no tokenizer") as err:
+        check_causal_lm_dir(str(saved))
+    assert "tokenizer.save_pretrained" in str(err.value)
+
+
+def test_a_non_causal_model_is_refused(saved, tmp_path) -> None:
+    from transformers import BertConfig, BertModel
+
+    bert = tmp_path / "bert"
+    BertModel(BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)).save_pretrained(bert)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (bert / name).write_bytes((saved / name).read_bytes())
+    with pytest.raises(ModelLoadError, match="BertModel") as err:
+        check_causal_lm_dir(str(bert))
+    assert "not a causal language model" in str(err.value) and "ForCausalLM" in str(err.value)
+    # no `architectures`: judged by model_type
+    config = json.loads((saved / "config.json").read_text())
+    del config["architectures"]
+    (saved / "config.json").write_text(json.dumps(config))
+    check_causal_lm_dir(str(saved))
+    (saved / "config.json").write_text(json.dumps({**config, "model_type": "vit"}))
+    with pytest.raises(ModelLoadError, match="model_type 'vit'"):
+        check_causal_lm_dir(str(saved))
+
+
+def test_tokenizer_ids_beyond_the_embedding_are_refused(saved, tokenizer) -> None:
+    config = json.loads((saved / "config.json").read_text())
+    (saved / "config.json").write_text(json.dumps({**config, "vocab_size": len(tokenizer) - 5}))
+    with pytest.raises(ModelLoadError) as err:
+        load_model_and_tokenizer(str(saved))
+    message = str(err.value)
+    assert f"{len(tokenizer)} tokens" in message and f"vocab_size={len(tokenizer) - 5}" in message
+    assert "resize_token_embeddings" in message

@@ -89,6 +89,17 @@ def test_empty_and_missing_files(tmp_path: Path) -> None:
         jsonl_source.check(TaskConfig(source="jsonl"))
 
 
+def test_a_directory_is_named_as_one_not_as_missing(tmp_path: Path) -> None:
+    folder = tmp_path / "data.jsonl"
+    folder.mkdir()
+    train = write_jsonl(tmp_path / "train.jsonl", numbered(4))
+    for cfg in (TaskConfig(source="jsonl", path=str(folder)), TaskConfig(source="jsonl", path=str(train), eval_path=str(folder))):
+        with pytest.raises(ConfigError) as err:
+            jsonl_source.check(cfg)
+        assert str(folder) in str(err.value) and "is a directory" in str(err.value)
+        assert "does not exist" not in str(err.value)
+
+
 def test_check_reads_the_eval_file_too(tmp_path: Path) -> None:
     train = write_jsonl(tmp_path / "train.jsonl", numbered(4))
     broken = write_jsonl(tmp_path / "eval.jsonl", [{"prompt": "x", "answer": "y"}, "{oops"])

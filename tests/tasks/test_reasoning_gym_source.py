@@ -63,3 +63,22 @@ def test_bad_params_carry_reasoning_gym_message(params: dict, fragment: str) -> 
 
 def test_good_config_checks() -> None:
     reasoning_gym_source.check(rg_config(params={"min_terms": 2, "max_terms": 3}))
+
+
+def test_a_shrunken_held_out_set_is_reported_with_its_numbers(caplog: pytest.LogCaptureFixture) -> None:
+    # 1-digit sums of two terms: a few hundred distinct questions, so many held-out ones repeat training ones.
+    params = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
+    cfg = rg_config(params=params, train_size=100, eval_size=100)
+    with caplog.at_level("WARNING", logger=reasoning_gym_source.__name__):
+        splits = reasoning_gym_source.load(cfg, seed=0)
+    kept = len(splits.eval)
+    assert 0 < kept < 100
+    [record] = [r for r in caplog.records if r.name == reasoning_gym_source.__name__]
+    message = record.getMessage()
+    assert f"task.eval_size=100, but only {kept} held-out tasks remain: {100 - kept} of the generated" in message
+    assert "lower task.train_size (now 100) or widen task.params" in message
+
+    caplog.clear()
+    with caplog.at_level("WARNING", logger=reasoning_gym_source.__name__):
+        wide = reasoning_gym_source.load(rg_config(params={"min_digits": 4, "max_digits": 4}, train_size=20, eval_size=10), seed=0)
+    assert len(wide.eval) == 10 and not caplog.records  # nothing dropped, nothing said

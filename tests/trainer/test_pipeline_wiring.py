@@ -50,7 +50,8 @@ def test_train_on_a_reasoning_gym_dataset(tmp_path):
     run = tmp_path / "run"
     code = main(
         ["train", "--output", str(run), "task.source=reasoning_gym", "task.dataset=leg_counting",
-         "rollout.max_new_tokens=4", "model.max_positions=512", "sft.steps=2", *TINY_RUN]
+         # 10 tokens: the longest demonstration, <answer>NN</answer> and the end token, must fit one turn
+         "rollout.max_new_tokens=10", "model.max_positions=512", "sft.steps=2", *TINY_RUN]
     )
     assert code == 0
     sample = json.loads((run / "samples.jsonl").read_text().splitlines()[0])

@@ -13,7 +13,7 @@ import pytest
 
 from reinforge import cli
 from reinforge.config import ConfigError, load_config
-from reinforge.trainer import pipeline
+from reinforge.trainer import pipeline, task_fit
 from reinforge.trainer.preflight import preflight
 
 @pytest.fixture(autouse=True)
@@ -23,8 +23,9 @@ def no_compute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     def forbidden(*args, **kwargs):
         raise AssertionError("work started before the config was validated")
 
-    for name in ("build_policy", "load_tasks", "make_run_dir", "build_tiny_llama", "train_tokenizer", "load_model_and_tokenizer"):
+    for name in ("build_policy", "load_tasks", "make_run_dir", "build_tiny_llama", "load_model_and_tokenizer"):
         monkeypatch.setattr(pipeline, name, forbidden)
+    monkeypatch.setattr(task_fit, "train_tokenizer", forbidden)
     monkeypatch.chdir(tmp_path)
 
 
@@ -98,6 +99,23 @@ def test_model_dir_without_config_json(tmp_path: Path) -> None:
     (tmp_path / "not_a_model").mkdir()
     message = config_error(f"model.path={tmp_path / 'not_a_model'}")
     assert "model.path" in message and "config.json" in message
+
+
+def test_model_dir_problems_name_model_path(tmp_path: Path, tokenizer, nano_model) -> None:
+    from transformers import BertConfig, BertModel
+
+    from reinforge.models.loading import save_model
+
+    good = save_model(nano_model, tokenizer, tmp_path / "good")
+    check(f"model.path={good}", "sft.steps=0")
+    bert = tmp_path / "bert"
+    BertModel(BertConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)).save_pretrained(bert)
+    (bert / "tokenizer.json").write_bytes((good / "tokenizer.json").read_bytes())
+    message = config_error(f"model.path={bert}")
+    assert message.startswith("model.path:") and "BertModel" in message and "not a causal language model" in message
+    (good / "model.safetensors").unlink()
+    message = config_error(f"model.path={good}")
+    assert message.startswith("model.path:") and "has no weights" in message
 
 
 def test_unknown_model_preset() -> None:
