@@ -21,6 +21,8 @@ import threading
 import time
 
 from reinforge.envs.tools import sandbox_bounds
+from reinforge.envs.tools.sandbox import _processes_of as processes_of  # the sandbox's own last sweep
+from reinforge.envs.tools.sandbox_bounds import _pss
 
 SHMEM_NOISE_MB = 48  # where Shmem is the measure: other processes on the machine move it too
 BUDGET_OVERSHOOT_MB = 96  # budget mode polls: a call can fault in this much between two polls
@@ -44,29 +46,6 @@ def descendants(pid: int) -> list[int]:
         found.append(current)
         todo += _children(current)
     return found
-
-
-def processes_of(uid: int) -> list[int]:
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    pids.append(int(entry))
-            except OSError:
-                pass
-    return pids
-
-
-def _pss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) << 10
-    except (OSError, ValueError):
-        pass
-    return 0
 
 
 def _shmem() -> int:

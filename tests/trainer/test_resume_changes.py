@@ -91,13 +91,14 @@ def test_reward_cache_of_a_changed_component_is_dropped(changed: bool) -> None:
     old = [RewardComponent(name="len", fn="length", params={"scale": 1}), RewardComponent(name="other", fn="length")]
     new = [RewardComponent(name="len", fn="length", params={"scale": 2 if changed else 1}), old[1]]
     first_fn, kept_fn = Counting(1.0), Counting(1.0)
-    first = RewardScorer([NamedReward("len", first_fn, 1.0), NamedReward("other", kept_fn, 1.0)], cache=True)
+    # Threads: the counters are read in this process (with worker processes they count elsewhere).
+    first = RewardScorer([NamedReward("len", first_fn, 1.0), NamedReward("other", kept_fn, 1.0)], cache=True, isolation="thread")
     assert score_once(first) == 6.0
     saved = first.state_dict()
     first.close()
 
     second_fn, kept_again = Counting(2.0 if changed else 1.0), Counting(1.0)
-    resumed = RewardScorer([NamedReward("len", second_fn, 1.0), NamedReward("other", kept_again, 1.0)], cache=True)
+    resumed = RewardScorer([NamedReward("len", second_fn, 1.0), NamedReward("other", kept_again, 1.0)], cache=True, isolation="thread")
     resumed.load_state_dict(scorer_state_for(saved, reward_spec(old), reward_spec(new)))
     try:
         # Changed: the new function scores (2 x 3 characters) instead of the cache's old 3.0.

@@ -323,10 +323,10 @@ def _run(code: str, *, stdin: str, timeout_s: float, cpu_s: int, memory_mb: int,
     prefix, python, env = _python_layout()
     root = os.geteuid() == 0
     if root:
-        uid = gid = secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0]) + _UID_RANGE[0]
+        uid = secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0]) + _UID_RANGE[0]
         nproc = max_processes
     else:  # cannot switch uid: the limit counts this user's other processes too
-        uid = gid = None
+        uid = None
         nproc = max_processes + _process_count(os.getuid())
     env = {"PATH": "/usr/bin:/bin", "HOME": SANDBOX_DIR, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **env}
 
