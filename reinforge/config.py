@@ -232,7 +232,7 @@ class TrainerConfig(Section):
     def _positive_threads(cls, threads: Any) -> Any:
         # torch.set_num_threads(-1) or (0) fails only once the run starts; a count must be >= 1.
         if isinstance(threads, int) and not isinstance(threads, bool) and threads < 1:
-            raise ValueError(f"a thread count must be at least 1, got {threads}; leave trainer.threads unset for the default")
+            raise ValueError("a thread count must be at least 1; leave trainer.threads unset for the default")
         return threads
 
 
