@@ -21,31 +21,16 @@ import threading
 import time
 
 from reinforge.envs.tools import sandbox_bounds
-from reinforge.envs.tools.sandbox import _processes_of as processes_of  # the sandbox's own last sweep
+from reinforge.envs.tools.sandbox import _children, _descendants, _processes_of as processes_of  # the sandbox's own walks
 from reinforge.envs.tools.sandbox_bounds import _pss
 
 SHMEM_NOISE_MB = 48  # where Shmem is the measure: other processes on the machine move it too
 BUDGET_OVERSHOOT_MB = 96  # budget mode polls: a call can fault in this much between two polls
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                found += [int(p) for p in f.read().split()]
-    except OSError:
-        pass
-    return found
-
-
 def descendants(pid: int) -> list[int]:
-    found, todo = [], _children(pid)
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo += _children(current)
-    return found
+    """Every process below `pid` (the sandbox's own walk, without `pid` itself)."""
+    return _descendants(pid)[1:]
 
 
 def _shmem() -> int:

@@ -25,6 +25,7 @@ call ever runs outside it. After the call, `hits()` names the bounds the call ra
 
 from __future__ import annotations
 
+import abc
 import os
 import secrets
 import signal
@@ -149,8 +150,9 @@ def _pss(pid: int) -> int:
         return 0  # exited between listing and reading
 
 
-class _CgroupBounds(CallBounds):
-    """Common part: a set of freshly made cgroup directories the child joins."""
+class _CgroupBounds(CallBounds, abc.ABC):
+    """Common part: a set of freshly made cgroup directories the child joins; each cgroup version
+    writes its own limit files (`_configure`)."""
 
     kernel_enforced = True
 
@@ -166,8 +168,9 @@ class _CgroupBounds(CallBounds):
             self.close()
             raise
 
+    @abc.abstractmethod
     def _configure(self) -> None:
-        raise NotImplementedError
+        """Write the memory and process limits into `self.dirs`."""
 
     def join(self) -> None:
         pid = str(os.getpid()).encode()
