@@ -7,7 +7,8 @@ import signal
 import sys
 from pathlib import Path
 
-from reinforge.config import ConfigError, dump_config, load_config, resume_config
+from reinforge.config import ConfigError, dump_config, load_config
+from reinforge.config_resume import resume_config
 from reinforge.trainer.run_errors import CheckpointError, RunInterrupted
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from reinforge.cli import main
-from reinforge.config import ConfigError, dump_config, load_config, resume_config
+from reinforge.config import ConfigError, dump_config, load_config
+from reinforge.config_resume import resume_config
 
 
 def make_run(where: Path, written_at: Path, *overrides: str, checkpoint: bool = True) -> Path:

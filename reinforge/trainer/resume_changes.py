@@ -5,7 +5,7 @@ value for. Restoring the state as saved would silently undo the change: torch's
 `Optimizer.load_state_dict` brings back the saved param groups' learning rate and weight decay, and
 the reward cache would keep serving scores of a reward function that was since replaced. Here the
 restored state is adjusted to the config; keys whose change cannot be applied (the model, the
-tasks, the seed, ...) are refused before any compute by `reinforge.config.resume_config`.
+tasks, the seed, ...) are refused before any compute by `reinforge.config_resume.resume_config`.
 """
 
 from __future__ import annotations
