@@ -14,6 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from reinforge.import_paths import absolute_file_paths, add_import_root
+
 
 class ConfigError(ValueError):
     """A config that cannot run; the message names the key and the fix."""
@@ -31,7 +33,7 @@ class ModelConfig(Section):
 
 
 class TaskConfig(Section):
-    source: str = Field("arithmetic", description="Task source: arithmetic | jsonl | reasoning_gym.")
+    source: str = Field("arithmetic", description="Task source: arithmetic | jsonl | reasoning_gym, or your own by import path ('pkg.module:load', './tasks.py:load'; docs/extending.md).")
     dataset: str | None = Field(None, description="reasoning-gym dataset name (source=reasoning_gym).")
     params: dict[str, Any] = Field(default_factory=dict, description="Source parameters (arithmetic knobs, reasoning-gym dataset config).")
     path: str | None = Field(None, description="JSONL file of training tasks (source=jsonl).")
@@ -64,10 +66,15 @@ class RolloutConfig(Section):
 class EnvConfig(Section):
     """The environment episodes run in: one response, or a multi-turn agent with tools."""
 
-    type: Literal["single_turn", "tool"] = Field(
-        "single_turn", description="single_turn: one response per task; tool: multi-turn episodes with tool calls (chat format)."
+    type: str = Field(
+        "single_turn",
+        description="single_turn: one response per task; tool: multi-turn episodes with tool calls (chat format); or your own env class by import path ('pkg.module:MyEnv', './env.py:MyEnv'; docs/extending.md).",
     )
-    tools: list[str] = Field(default_factory=list, description="Built-in tools of a tool env: calculator, python, sql, search.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of your own env class (env.type given by import path).")
+    tools: list[str] = Field(
+        default_factory=list,
+        description="Tools of a tool env: built-in calculator, python, sql, search, or your own typed, docstringed function by import path ('pkg.tools:count_vowels').",
+    )
     tool_options: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Per-tool options, e.g. {sql: {db_path: data.db}, search: {documents: docs.jsonl}}."
     )
@@ -92,8 +99,8 @@ class AlgoConfig(Section):
     method: str | None = Field(
         None, description="A named preset of the keys below (reinforge.algos.methods), e.g. dr_grpo, dapo, gspo, ppo; keys set explicitly win."
     )
-    advantage: str = Field("grpo", description="Advantage estimator (reinforge.algos.advantages): grpo, dr_grpo, rloo, reinforce_pp, reinforce_pp_baseline, gdpo, pass_at_k, gae.")
-    policy_loss: str = Field("ppo_clip", description="Policy loss (reinforge.algos.losses): ppo_clip, gspo, cispo, reinforce.")
+    advantage: str = Field("grpo", description="Advantage estimator (reinforge.algos.advantages): grpo, dr_grpo, rloo, reinforce_pp, reinforce_pp_baseline, gdpo, pass_at_k, gae, or your own by import path.")
+    policy_loss: str = Field("ppo_clip", description="Policy loss (reinforge.algos.losses): ppo_clip, gspo, cispo, reinforce, or your own by import path.")
     loss_agg: str = Field("token_mean", description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum, constant (Dr. GRPO).")
     lr: float = Field(1e-4, gt=0, description="Policy learning rate (AdamW).")
     weight_decay: float = Field(0.0, ge=0, description="Policy AdamW weight decay.")
@@ -147,7 +154,7 @@ class CriticConfig(Section):
 
 class RewardComponent(Section):
     name: str = Field(description="Unique component name; its score is logged as reward/<name>/mean.")
-    fn: str = Field(description="Reward function name (reinforge.rewards.registry).")
+    fn: str = Field(description="Reward function: a built-in name (reinforge.rewards.builtin, reinforge.rewards.group) or your own function or class by import path ('pkg.rewards:score', './rewards.py:score').")
     weight: float = Field(1.0, description="Weight of this component in the combined reward.")
     params: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the reward function.")
 
@@ -403,10 +410,15 @@ def load_config(recipe: str | None = "default", overrides: list[str] | tuple[str
         loaded = load_yaml_file(path) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"recipe {path} must be a mapping of sections, got {type(loaded).__name__}")
-        tree = loaded
+        # User code named in a recipe lives beside it: './x.py:f' is relative to the recipe's
+        # directory, and modules there import without an install (import_paths).
+        tree = absolute_file_paths(loaded, path.parent)
+        if path.parent != Path(str(resources.files("reinforge.recipes"))):
+            add_import_root(path.parent)
     command_line: dict[str, Any] = {}
     for item in overrides:
         apply_override(command_line, item)
+    command_line = absolute_file_paths(command_line, Path.cwd())
     method = (command_line.get("algo") or {}).get("method")
     if method is not None:
         apply_method_preset(tree, method, keep_existing=False)

@@ -28,6 +28,7 @@ from typing import Any
 
 from reinforge.distributed.ray_cluster import import_ray, start_ray
 from reinforge.distributed.ray_engine import LOGS_HINT, WorkerError, WorkerTimeoutError
+from reinforge.import_paths import import_roots
 from reinforge.rewards.call_errors import RewardTimeout, RewardWorkerDied
 from reinforge.rewards.process_pool import ProcessCallPool
 from reinforge.rewards.reward_calls import RewardCall
@@ -37,11 +38,14 @@ log = logging.getLogger(__name__)
 
 
 class RewardWorker:
-    """The actor body: every reward component built from (name, fn, params), called by name."""
+    """The actor body: every reward component built from (name, fn, params), called by name; a
+    user's function named by import path is imported here from the trainer's `roots`."""
 
-    def __init__(self, specs: list[tuple[str, str, dict[str, Any]]]):
+    def __init__(self, specs: list[tuple[str, str, dict[str, Any]]], roots: list[str] = ()):
+        from reinforge.import_paths import use_import_roots
         from reinforge.rewards.builtin import build_component
 
+        use_import_roots(list(roots))
         self.fns: dict[str, Any] = {}
         self.groups: dict[str, bool] = {}
         for name, fn, params in specs:
@@ -95,7 +99,8 @@ class RewardWorkerPool:
         for worker in range(num_workers):
             self._free.put(worker)
         self._actor_class = self.ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(RewardWorker)
-        self._actors = [self._actor_class.remote(specs) for _ in range(num_workers)]
+        self._roots = import_roots()  # where the trainer imports user code from: the actors import it there too
+        self._actors = [self._actor_class.remote(specs, self._roots) for _ in range(num_workers)]
         try:
             self.description: dict[str, dict[str, Any]] = self._run(0, "describe", (), fresh=True)
         except BaseException:
@@ -155,7 +160,7 @@ class RewardWorkerPool:
                 self.ray.kill(dead, no_restart=True)
             except Exception:  # noqa: BLE001 - already gone
                 pass
-            self._actors[worker] = self._actor_class.remote(self.specs)
+            self._actors[worker] = self._actor_class.remote(self.specs, self._roots)
             self.replacements += 1
             return True
 

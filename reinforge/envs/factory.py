@@ -1,4 +1,5 @@
-"""The environment a config asks for: single-turn, or a multi-turn tool env with built-in tools."""
+"""The environment a config asks for: single-turn, a multi-turn tool env, or the user's own env
+class by import path (envs.user_env)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from reinforge.envs.tool_env import ToolEnv
 from reinforge.envs.tools.builtin import build_tools
 from reinforge.envs.tools.sandbox import SandboxUnavailableError
 from reinforge.envs.tools.registry import ToolDefinitionError, ToolRegistry
+from reinforge.envs.user_env import build_user_env, check_user_env
+from reinforge.import_paths import ImportPathError, is_import_path
+
+BUILTIN_ENVS = ("single_turn", "tool")
 
 
 def tool_registry(cfg: Config) -> ToolRegistry:
@@ -24,6 +29,21 @@ def check_env_config(cfg: Config) -> None:
     """Before any model is loaded: tool names and options (a database or document file that
     cannot be opened fails here), and settings that only mean something for one env type."""
     env = cfg.env
+    if is_import_path(env.type):
+        if env.tools:
+            raise ConfigError(f"env.tools={env.tools} are the built-in tool env's; your env {env.type} runs its own tools")
+        try:
+            check_user_env(cfg)
+        except (ImportPathError, ConfigError) as err:
+            raise ConfigError(f"env.type: {err}") from None
+        return
+    if env.params:
+        raise ConfigError(f"env.params={env.params} are for your own env class (env.type by import path); env.type={env.type} takes none")
+    if env.type not in BUILTIN_ENVS:
+        raise ConfigError(
+            f"env.type: unknown env {env.type!r}; built-in: {', '.join(BUILTIN_ENVS)}; "
+            "or your own as 'package.module:MyEnv' or './env.py:MyEnv' (docs/extending.md)"
+        )
     if env.type == "single_turn":
         if env.tools:
             raise ConfigError(f"env.tools={env.tools} but env.type=single_turn never calls tools; set env.type=tool")
@@ -36,6 +56,8 @@ def check_env_config(cfg: Config) -> None:
 
 
 def build_env(cfg: Config, tokenizer: PreTrainedTokenizerBase) -> Env:
+    if is_import_path(cfg.env.type):
+        return build_user_env(cfg, tokenizer)
     if cfg.env.type == "single_turn":
         try:
             return SingleTurnEnv(tokenizer, cfg.rollout.prompt_format)

@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from reinforge.import_paths import is_import_path
 from reinforge.rewards.base import RewardFn
 from reinforge.rewards.code_reward import CodeTestsReward, DifficultyWeightedTests
 from reinforge.rewards.judge import RubricJudge
@@ -73,13 +74,17 @@ def build_reward_fn(fn: str, params: dict[str, Any]) -> RewardFn:
 
 
 def build_component(fn: str, params: dict[str, Any]) -> tuple[Callable, bool]:
-    """A per-sample reward fn or a group reward fn (scored on a whole group at once), by name;
-    returns (callable, is_group)."""
+    """A per-sample reward fn or a group reward fn (scored on a whole group at once), by built-in
+    name or by import path (rewards.user_rewards); returns (callable, is_group)."""
     from reinforge.rewards.group import GROUP_REWARD_FUNCTIONS, build_group_reward_fn
 
+    if is_import_path(fn):
+        from reinforge.rewards.user_rewards import build_user_reward
+
+        return build_user_reward(fn, params)
     if fn in GROUP_REWARD_FUNCTIONS:
         return build_group_reward_fn(fn, params), True
     if fn not in REWARD_FUNCTIONS:
         valid = sorted([*REWARD_FUNCTIONS, *GROUP_REWARD_FUNCTIONS])
-        raise ValueError(f"unknown reward function {fn!r}; valid: {', '.join(valid)}")
+        raise ValueError(f"unknown reward function {fn!r}; built-in: {', '.join(valid)}; or your own as 'package.module:name' or './file.py:name'")
     return build_reward_fn(fn, params), False

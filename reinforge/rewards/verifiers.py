@@ -236,6 +236,16 @@ VERIFIERS: dict[str, Callable[[Task, str], float]] = {
 
 
 def get_verifier(name: str) -> Callable[[Task, str], float]:
+    """A built-in verifier by name, or the user's `(task, response) -> float` by import path."""
+    if ":" in name:  # an import path (reinforge.import_paths)
+        from reinforge.import_paths import ImportPathError, check_call, load_object
+
+        try:
+            fn = load_object(name)
+            check_call(fn, (None, ""), {}, name, "a verifier is fn(task, response: str) -> float")
+        except ImportPathError as err:
+            raise UnknownVerifierError(f"verifier {err}") from None
+        return fn
     try:
         return VERIFIERS[name]
     except KeyError:

@@ -16,13 +16,12 @@ as a ConfigError naming the file and the line, before any model is loaded.
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 from typing import Any
 
 from reinforge.config import ConfigError, TaskConfig
-from reinforge.rewards.verifiers import VERIFIERS, parse_number
-from reinforge.tasks.task import Prompt, Task, TaskSplits
+from reinforge.rewards.verifiers import UnknownVerifierError, get_verifier, parse_number
+from reinforge.tasks.task import Prompt, Task, TaskSplits, drop_held_out_prompts, hold_out
 
 RESERVED_FIELDS = ("id", "prompt", "answer", "solution", "verifier")
 
@@ -73,8 +72,10 @@ def _parse_line(record: Any, path: Path, lineno: int) -> Task:
     if solution is not None and not isinstance(solution, str):
         raise _fail(path, lineno, f"'solution' must be a string, got {solution!r}")
     verifier = record.get("verifier", "exact")
-    if verifier not in VERIFIERS:
-        raise _fail(path, lineno, f"unknown verifier {verifier!r}; valid: {', '.join(sorted(VERIFIERS))}")
+    try:
+        get_verifier(verifier)  # a built-in name or the user's own by import path
+    except UnknownVerifierError as err:
+        raise _fail(path, lineno, str(err)) from None
     if verifier == "numeric" and parse_number(answer) is None:
         raise _fail(path, lineno, f"'answer' {answer!r} is not a number but verifier is 'numeric'")
     family = record.get("family", "all")
@@ -127,9 +128,6 @@ def read_numbered_tasks(path: str | Path) -> list[tuple[int, Task]]:
     return tasks
 
 
-def _prompt_key(task: Task) -> str:
-    return json.dumps(task.prompt, sort_keys=True)
-
 
 def _require_path(cfg: TaskConfig) -> str:
     if cfg.path is None:
@@ -161,15 +159,8 @@ def load(cfg: TaskConfig, seed: int) -> TaskSplits:
         if clash is not None:
             raise ConfigError(f"task id {clash!r} is in both {cfg.path} and {cfg.eval_path}; ids must be unique")
     else:
-        n_eval = min(cfg.eval_size, len(train) // 2)
-        order = list(range(len(train)))
-        random.Random(seed).shuffle(order)
-        eval_indices = set(order[:n_eval])
-        held_out = [t for i, t in enumerate(train) if i in eval_indices]
-        train = [t for i, t in enumerate(train) if i not in eval_indices]
-
-    held_out_prompts = {_prompt_key(t) for t in held_out}
-    train = [t for t in train if _prompt_key(t) not in held_out_prompts]
+        train, held_out = hold_out(train, cfg.eval_size, seed)
+    train = drop_held_out_prompts(train, held_out)
     if not train:
         raise ConfigError(f"task.path {cfg.path}: every training prompt also appears in the held-out tasks")
     return TaskSplits(train=train, eval=held_out)

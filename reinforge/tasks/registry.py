@@ -2,8 +2,9 @@
 
 A source is any object (usually a module) with `load(cfg, seed) -> TaskSplits` and
 `check(cfg)`. Built-in sources are imported on first use, so naming a source costs nothing
-until it is loaded (reasoning-gym alone takes seconds to import). To add a source, write one
-module with those two functions and add one line to `TASK_SOURCES`.
+until it is loaded (reasoning-gym alone takes seconds to import). To add a built-in source, write
+one module with those two functions and add one line to `TASK_SOURCES`; a user's own source is
+named by import path instead (tasks.user_source).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import importlib
 from typing import Protocol
 
 from reinforge.config import ConfigError, TaskConfig
+from reinforge.import_paths import ImportPathError, is_import_path, resolve_part
 from reinforge.tasks.task import TaskSplits
 
 __all__ = ["TASK_SOURCES", "LazySource", "TaskSource", "TaskSplits", "check_task_config", "load_tasks"]
@@ -47,10 +49,15 @@ TASK_SOURCES: dict[str, TaskSource] = {
 
 
 def get_source(name: str) -> TaskSource:
+    """A built-in source by name, or the user's own by import path (tasks.user_source)."""
     try:
-        return TASK_SOURCES[name]
-    except KeyError:
-        raise ConfigError(f"task.source: unknown task source {name!r}; valid: {', '.join(sorted(TASK_SOURCES))}") from None
+        if is_import_path(name):
+            from reinforge.tasks.user_source import UserSource
+
+            return UserSource(name)
+        return resolve_part(name, TASK_SOURCES, "task source")
+    except ImportPathError as err:
+        raise ConfigError(f"task.source: {err}") from None
 
 
 def check_task_config(cfg: TaskConfig) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,3 +59,19 @@ class TaskSplits:
 
     train: list[Task]
     eval: list[Task]
+
+
+def hold_out(tasks: list[Task], eval_size: int, seed: int) -> tuple[list[Task], list[Task]]:
+    """(train, held_out): `eval_size` tasks (at most half) drawn with `random.Random(seed)`; both
+    keep the input order."""
+    n_eval = min(eval_size, len(tasks) // 2)
+    order = list(range(len(tasks)))
+    random.Random(seed).shuffle(order)
+    eval_indices = set(order[:n_eval])
+    return [t for i, t in enumerate(tasks) if i not in eval_indices], [t for i, t in enumerate(tasks) if i in eval_indices]
+
+
+def drop_held_out_prompts(train: list[Task], held_out: list[Task]) -> list[Task]:
+    """Training tasks whose prompt is not also held out, so evaluation never measures memorisation."""
+    held = {json.dumps(t.prompt, sort_keys=True) for t in held_out}
+    return [t for t in train if json.dumps(t.prompt, sort_keys=True) not in held]

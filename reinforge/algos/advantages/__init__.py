@@ -1,8 +1,9 @@
 """Advantage estimators by name, as selected by `algo.advantage` (in the spirit of verl's registry).
 
 Every estimator is a pure function `fn(inputs: AdvantageInputs) -> AdvantageOutput` in its own file
-of this package, registered with `@register_advantage(name, ...)`. To add one: write the file,
-decorate the function, import the module at the bottom of this file, and add a test.
+of this package, registered with `@register_advantage(name, ...)`. To add a built-in one: write the
+file, decorate the function, import the module at the bottom of this file, and add a test. A user's
+own estimator is named by import path in `algo.advantage` instead (no file here changes).
 
 Output shape: per sample [N] (outcome estimators) or per token [N, T] (gae, reinforce_pp and
 reinforce_pp_baseline, which whiten over the batch's sampled tokens), zero outside `inputs.mask`.
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reinforge.algos.types import AdvantageInputs, AdvantageOutput
+from reinforge.import_paths import check_call, is_import_path, load_object
 
 Estimator = Callable[[AdvantageInputs], AdvantageOutput]
 
@@ -50,9 +52,30 @@ def register_advantage(
     return decorator
 
 
+ESTIMATOR_CONTRACT = (
+    "an advantage estimator is fn(inputs: AdvantageInputs) -> AdvantageOutput (reinforge.algos.types); "
+    "decorate it with @register_advantage(name, min_group_size=..., needs_critic=...) to declare what it needs"
+)
+
+
 def get_estimator(name: str) -> EstimatorSpec:
+    """A registered estimator by name, or the user's own by import path (`pkg.algos:my_estimator`:
+    a function registered with @register_advantage keeps its declared needs; a plain function is
+    taken with the defaults: groups of any size, no critic)."""
+    if is_import_path(name):
+        fn = load_object(name)
+        if isinstance(fn, EstimatorSpec):
+            return fn
+        registered = next((spec for spec in ADVANTAGE_ESTIMATORS.values() if spec.fn is fn), None)
+        if registered is not None:
+            return registered
+        check_call(fn, (None,), {}, name, ESTIMATOR_CONTRACT)
+        return EstimatorSpec(name, fn, min_group_size=1, needs_critic=False)
     if name not in ADVANTAGE_ESTIMATORS:
-        raise ValueError(f"unknown advantage estimator {name!r}; valid: {', '.join(sorted(ADVANTAGE_ESTIMATORS))}")
+        raise ValueError(
+            f"unknown advantage estimator {name!r}; built-in: {', '.join(sorted(ADVANTAGE_ESTIMATORS))}; "
+            "or your own as 'package.module:name' or './file.py:name'"
+        )
     return ADVANTAGE_ESTIMATORS[name]
 
 

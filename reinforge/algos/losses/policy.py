@@ -20,6 +20,7 @@ from reinforge.algos.losses.gspo import gspo
 from reinforge.algos.losses.policy_common import PolicyLoss, PolicyLossParams
 from reinforge.algos.losses.ppo_clip import ppo_clip
 from reinforge.algos.losses.reinforce import reinforce
+from reinforge.import_paths import check_call, is_import_path, load_object
 
 __all__ = ["POLICY_LOSSES", "REQUIRED_AGGREGATION", "PolicyLoss", "PolicyLossParams", "get_policy_loss"]
 
@@ -34,7 +35,21 @@ POLICY_LOSSES: dict[str, PolicyLoss] = {
 REQUIRED_AGGREGATION: dict[str, str] = {"gspo": "seq_mean_token_mean"}
 
 
+LOSS_CONTRACT = (
+    "a policy loss is fn(logprobs, old_logprobs, advantages, mask, params: PolicyLossParams) -> "
+    "(per_token_loss [N, T], metrics: dict) (reinforge.algos.losses.policy)"
+)
+
+
 def get_policy_loss(name: str) -> PolicyLoss:
+    """A built-in loss by name, or the user's own by import path (`pkg.algos:my_loss`)."""
+    if is_import_path(name):
+        fn = load_object(name)
+        check_call(fn, (None,) * 5, {}, name, LOSS_CONTRACT)
+        return fn
     if name not in POLICY_LOSSES:
-        raise ValueError(f"unknown policy loss {name!r}; valid: {', '.join(sorted(POLICY_LOSSES))}")
+        raise ValueError(
+            f"unknown policy loss {name!r}; built-in: {', '.join(sorted(POLICY_LOSSES))}; "
+            "or your own as 'package.module:name' or './file.py:name'"
+        )
     return POLICY_LOSSES[name]

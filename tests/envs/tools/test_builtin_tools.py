@@ -38,7 +38,7 @@ def test_build_all_four_and_call_them(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("names, options, message", [
-    (["calculator", "browser"], None, "unknown tool(s) 'browser'; known tools: calculator, python, search, sql"),
+    (["calculator", "browser"], None, "unknown tool(s) 'browser'; built-in tools: calculator, python, search, sql"),
     (["sql"], None, "tool 'sql' needs option(s) db_path"),
     (["search"], {"search": {}}, "tool 'search' needs option(s) documents"),
     (["calculator"], {"calculator": {"digits": 3}}, "tool 'calculator' has no option(s) digits; its options are: "

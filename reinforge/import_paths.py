@@ -1,0 +1,207 @@
+"""User code named in the config by import path: one resolver for every kind of part.
+
+Everywhere the config names a part by a short name (a reward function, a task source, an env, a
+tool, an advantage estimator, a policy loss, a verifier), it also takes an import path:
+
+    package.module:name      imported with the current directory and the recipe's directory on
+                             sys.path (as `uvicorn main:app` does), so a project run from its own
+                             directory needs no install and no PYTHONPATH
+    ./file.py:name           a file, relative to the recipe's directory (on the command line: to
+                             the current directory); made absolute when the config is loaded
+    /abs/path/file.py:name   a file
+
+`name` may be dotted (`module:Class.method`). The same string is imported again by reward worker
+processes, Ray workers and data-parallel learners, so a part never has to be picklable: the
+directories this process added to sys.path are handed to them (`import_roots`).
+
+This module only finds objects; each kind checks the shape of what it found (a reward must be
+callable with (task, trajectory), an env must have episode(), ...) where that kind lives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+import sys
+import threading
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# `something.py:name`: a file path (relative or absolute), then the object in it.
+_FILE_PATH = re.compile(r"^(?P<file>[^:]+\.py):(?P<attr>[A-Za-z_][\w.]*)$")
+_MODULE_PATH = re.compile(r"^(?P<module>[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*):(?P<attr>[A-Za-z_][\w.]*)$")
+SYNTAX_HINT = "an import path is 'package.module:name' or './file.py:name'"
+
+_lock = threading.RLock()
+_roots: list[str] = []  # directories this process put on sys.path for user code, in order
+
+
+class ImportPathError(ValueError):
+    """An import path that cannot be resolved; the message says which part failed and why
+    (the caller prefixes the config key)."""
+
+
+def is_import_path(spec: Any) -> bool:
+    """True for 'pkg.module:name' and 'file.py:name' (built-in parts have plain names)."""
+    return isinstance(spec, str) and ":" in spec
+
+
+def add_import_root(directory: str | os.PathLike) -> None:
+    """Put `directory` on sys.path (after the entries already there) for importing user modules;
+    it is also handed to worker processes (`import_roots`)."""
+    path = str(Path(directory).resolve())
+    with _lock:
+        if path not in _roots:
+            _roots.append(path)
+        if path not in sys.path:
+            sys.path.append(path)
+
+
+def import_roots() -> list[str]:
+    """The directories user code is imported from (current directory first), for workers."""
+    with _lock:
+        return [str(Path.cwd().resolve()), *[r for r in _roots if r != str(Path.cwd().resolve())]]
+
+
+def use_import_roots(roots: list[str]) -> None:
+    """In a worker: make the trainer's user-code directories importable here too."""
+    for root in roots:
+        add_import_root(root)
+
+
+def absolute_file_path(spec: Any, base_dir: str | os.PathLike) -> Any:
+    """`./file.py:name` made absolute against `base_dir`; anything else unchanged."""
+    if not isinstance(spec, str):
+        return spec
+    match = _FILE_PATH.match(spec)
+    if match is None or Path(match["file"]).is_absolute():
+        return spec
+    return f"{(Path(base_dir) / match['file']).resolve()}:{match['attr']}"
+
+
+def absolute_file_paths(tree: Any, base_dir: str | os.PathLike) -> Any:
+    """Every `file.py:name` string in a config tree (dicts and lists) made absolute."""
+    if isinstance(tree, dict):
+        return {k: absolute_file_paths(v, base_dir) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [absolute_file_paths(v, base_dir) for v in tree]
+    return absolute_file_path(tree, base_dir)
+
+
+def load_object(spec: str) -> Any:
+    """The object an import path names; ImportPathError saying what failed otherwise."""
+    spec = spec.strip()
+    file_match, module_match = _FILE_PATH.match(spec), _MODULE_PATH.match(spec)
+    if file_match is not None:
+        module, attr = _import_file(Path(file_match["file"])), file_match["attr"]
+    elif module_match is not None:
+        module, attr = _import_module(module_match["module"]), module_match["attr"]
+    else:
+        raise ImportPathError(f"{spec!r} is not an import path: {SYNTAX_HINT}")
+    target: Any = module
+    for i, part in enumerate(attr.split(".")):
+        if not hasattr(target, part):
+            owner = module.__name__ if i == 0 else ".".join(attr.split(".")[:i])
+            raise ImportPathError(f"{spec!r}: {owner} has no attribute {part!r}{_defined_here(target)}")
+        target = getattr(target, part)
+    return target
+
+
+def _defined_here(namespace: Any) -> str:
+    names = [n for n, v in vars(namespace).items() if not n.startswith("_") and (callable(v) or inspect.ismodule(v))]
+    own = [n for n in names if getattr(vars(namespace)[n], "__module__", None) == getattr(namespace, "__name__", None)]
+    shown = own or names
+    return f"; it defines: {', '.join(sorted(shown)[:20])}" if shown else ""
+
+
+def _import_module(name: str) -> Any:
+    with _lock:
+        for root in import_roots():
+            if root not in sys.path:
+                sys.path.append(root)
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name is not None and (name == err.name or name.startswith(err.name + ".")):
+                raise ImportPathError(
+                    f"cannot import module {name!r}: no module named {err.name!r} (looked in the current directory "
+                    f"{Path.cwd()}, the recipe's directory and sys.path); run from your project's directory, "
+                    "add it to PYTHONPATH, or `pip install -e` it"
+                ) from None
+            raise ImportPathError(f"importing {name!r} failed: {_last_lines()}") from None
+        except Exception:  # noqa: BLE001 - any error raised by the user's module body
+            raise ImportPathError(f"importing {name!r} failed: {_last_lines()}") from None
+
+
+def _import_file(path: Path) -> Any:
+    path = path.expanduser().resolve()
+    if not path.is_file():
+        raise ImportPathError(f"no such file: {path}")
+    # A stable name per file: a worker that imports the same path gets the same module name, so
+    # objects defined there unpickle in it; the hash keeps two `rewards.py` of two projects apart.
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
+    stem = re.sub(r"\W", "_", path.stem)
+    name = f"reinforge_user_{stem}_{digest}"
+    with _lock:
+        if name in sys.modules:
+            return sys.modules[name]
+        add_import_root(path.parent)  # the file's own imports of its sibling modules
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise ImportPathError(f"importing {path} failed: {_last_lines()}") from None
+        return module
+
+
+def _last_lines() -> str:
+    """The error and where in the user's code it was raised (not the whole import machinery)."""
+    kind, err, tb = sys.exc_info()
+    frames = [f for f in traceback.extract_tb(tb) if "importlib" not in f.filename]
+    where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{kind.__name__}: {err}{where}"
+
+
+def resolve_part(name: str, builtins: Mapping[str, T], kind: str) -> T | Any:
+    """A built-in part by name, or the object an import path names. `kind` is what the error
+    calls it ("reward function", "task source", ...)."""
+    if is_import_path(name):
+        return load_object(name)
+    if name in builtins:
+        return builtins[name]
+    raise ImportPathError(
+        f"unknown {kind} {name!r}; built-in: {', '.join(sorted(builtins))}; "
+        f"or name your own as 'package.module:name' or './file.py:name'"
+    )
+
+
+def describe(obj: Any) -> str:
+    """How an error names a user's object: module:qualname."""
+    module = getattr(obj, "__module__", None) or type(obj).__module__
+    qualname = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    return f"{module}:{qualname}"
+
+
+def check_call(fn: Any, args: tuple, kwargs: Mapping[str, Any], what: str, contract: str) -> None:
+    """ImportPathError when `fn(*args, **kwargs)` would not bind (wrong arity, unknown keyword)."""
+    if not callable(fn):
+        raise ImportPathError(f"{what} is a {type(fn).__name__}, not a callable; {contract}")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # builtins without a signature: nothing to check
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as err:
+        raise ImportPathError(f"{what}: its signature {signature} does not fit ({err}); {contract}") from None
