@@ -261,37 +261,45 @@ def _columns(cfg: TaskConfig, available: list[str], where: str) -> dict[str, str
     return wanted
 
 
-def _row_task(row: dict, columns: dict[str, str], cfg: TaskConfig, verifier: str, where: str, default_id: str) -> Task:
+def _answer(row: dict, columns: dict[str, str], cfg: TaskConfig, demonstration, where: str) -> tuple[str, str | list[dict] | None]:
+    """The reference answer, and the demonstration once the answer format has had its say: from the
+    answer column, else from the conversation's last assistant message."""
     gsm8k = cfg.answer_format == "gsm8k"
+    if "answer_field" in columns:
+        label = f"column {columns['answer_field']!r}"
+        answer = parse_answer(row[columns["answer_field"]], where, label)
+        if not gsm8k:
+            return answer, demonstration
+        answer, worked = split_gsm8k(answer, where, label)
+        return answer, demonstration if demonstration is not None else worked
+    answer = final_answer_text(demonstration)
+    if gsm8k:
+        answer, worked = split_gsm8k(answer, where, "the last assistant message")
+        if isinstance(demonstration, str):
+            demonstration = worked
+        else:
+            demonstration = [*demonstration[:-1], {**demonstration[-1], "content": worked}]
+    if not answer.strip():
+        raise fail(
+            where, f"the last assistant message of column {columns['messages_field']!r} is empty, so there is no answer; "
+            "name an answer column with task.answer_field",
+        )
+    return answer, demonstration
+
+
+def _row_task(row: dict, columns: dict[str, str], cfg: TaskConfig, verifier: str, where: str, default_id: str) -> Task:
     demonstration: str | list[dict] | None = None
     if "messages_field" in columns:
         prompt, demonstration = split_conversation(row[columns["messages_field"]], where, f"column {columns['messages_field']!r}")
     else:
         prompt = parse_prompt(row[columns["prompt_field"]], where, f"column {columns['prompt_field']!r}")
-
-    if "answer_field" in columns:
-        label = f"column {columns['answer_field']!r}"
-        answer = parse_answer(row[columns["answer_field"]], where, label)
-        if gsm8k:
-            answer, worked = split_gsm8k(answer, where, label)
-            demonstration = demonstration if demonstration is not None else worked
-    else:  # the conversation's last assistant message is the answer
-        assert demonstration is not None
-        answer = final_answer_text(demonstration)
-        if gsm8k:
-            answer, worked = split_gsm8k(answer, where, "the last assistant message")
-            demonstration = worked if isinstance(demonstration, str) else [*demonstration[:-1], {**demonstration[-1], "content": worked}]
-        if not answer.strip():
-            raise fail(where, f"the last assistant message of column {columns['messages_field']!r} is empty, so there is no answer; "
-                              "name an answer column with task.answer_field")
-
+    answer, demonstration = _answer(row, columns, cfg, demonstration, where)
     if "solution_field" in columns:
         solution = parse_demonstration(row[columns["solution_field"]], where, f"column {columns['solution_field']!r}")
         demonstration = solution if solution is not None else demonstration
     task_id = parse_id(row[columns["id_field"]], where, f"column {columns['id_field']!r}") if "id_field" in columns else default_id
-    family = row.get("family", "all")
-    if "family" in row and (not isinstance(family, str) or not family.strip()):
-        raise fail(where, f"column 'family' must be a non-empty string, got {family!r}")
+    if "family" in row and (not isinstance(row["family"], str) or not row["family"].strip()):
+        raise fail(where, f"column 'family' must be a non-empty string, got {row['family']!r}")
     used = set(columns.values())
     return Task(
         id=task_id,

@@ -141,7 +141,8 @@ def _check_demonstration_message(message: Any, where: str, label: str) -> None:
 def _check_tool_call(call: Any, where: str, label: str) -> None:
     function = call.get("function", call) if isinstance(call, dict) else None
     if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
-        raise fail(where, f"{label} must be {{\"type\": \"function\", \"function\": {{\"name\": str, \"arguments\": {{...}}}}}}, got {call!r}")
+        shape = '{"type": "function", "function": {"name": str, "arguments": {...}}}'
+        raise fail(where, f"{label} must be {shape}, got {call!r}")
     arguments = function.get("arguments", {})
     if isinstance(arguments, str):
         try:

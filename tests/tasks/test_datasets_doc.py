@@ -28,4 +28,7 @@ def test_the_documented_gsm8k_recipe_loads_the_train_and_test_splits(tmp_path: P
     check_task_config(cfg.task)
     splits = load_tasks(cfg.task, seed=0)
     assert [t.prompt for t in splits.train] == [f"train question {i}?" for i in range(6)]
-    assert [(t.prompt, t.answer, t.verifier) for t in splits.eval] == [("test question 0?", "0", "numeric"), ("test question 1?", "2", "numeric")]
+    assert [(t.prompt, t.answer, t.verifier) for t in splits.eval] == [
+        ("test question 0?", "0", "numeric"),
+        ("test question 1?", "2", "numeric"),
+    ]

@@ -171,7 +171,8 @@ def test_an_eval_file_is_held_out_whole_with_its_own_ids(tmp_path: Path, saved_d
     # an eval_path with several splits needs task.eval_split
     with pytest.raises(ConfigError, match=r"task\.eval_split: .* has the splits train, test; set task\.eval_split"):
         hf_dataset_source.check(gsm8k(held, eval_path=str(saved_dict)))
-    assert [t.id for t in hf_dataset_source.load(gsm8k(held, eval_path=str(saved_dict), eval_split="test"), seed=0).eval][0] == "eval/test/0"
+    chosen = hf_dataset_source.load(gsm8k(held, eval_path=str(saved_dict), eval_split="test"), seed=0)
+    assert [t.id for t in chosen.eval] == ["eval/test/0", "eval/test/1", "eval/test/2"]
 
 
 # --------------------------------------------------------------------------- bad input
@@ -211,7 +212,9 @@ def test_unreadable_files_name_the_file(tmp_path: Path) -> None:
 def test_unknown_columns_list_the_columns_there_are(tmp_path: Path) -> None:
     path = write_parquet(tmp_path / "d.parquet", GSM8K_ROWS)
     where = f"task.path {path}, split 'train'"
-    check_fails(TaskConfig(source="hf_dataset", path=str(path)), "task.prompt_field: no column 'prompt'", where, "its columns: question, answer, level")
+    check_fails(
+        TaskConfig(source="hf_dataset", path=str(path)), "task.prompt_field: no column 'prompt'", where, "its columns: question, answer, level"
+    )
     check_fails(gsm8k(path, answer_field="solution"), "task.answer_field: no column 'solution'", "question, answer, level")
     check_fails(gsm8k(path, id_field="uid"), "task.id_field: no column 'uid'")
     check_fails(gsm8k(path, solution_field="steps"), "task.solution_field: no column 'steps'")

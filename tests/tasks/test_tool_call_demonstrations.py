@@ -61,7 +61,8 @@ def test_parquet_conversations_lose_the_nulls_of_arrows_union_struct(tmp_path: P
         {"role": "assistant", "content": "Shakespeare"},
     ]
     path = tmp_path / "demos.parquet"
-    pq.write_table(pa.Table.from_pylist([{"messages": conversation(12, 34)[1:], "answer": "408"}, {"messages": search, "answer": "Shakespeare"}]), path)
+    rows = [{"messages": conversation(12, 34)[1:], "answer": "408"}, {"messages": search, "answer": "Shakespeare"}]
+    pq.write_table(pa.Table.from_pylist(rows), path)
     stored = pq.read_table(path).to_pylist()
     assert stored[1]["messages"][1]["tool_calls"][0]["function"]["arguments"] == {"expression": None, "query": "Hamlet author"}
     assert stored[1]["messages"][0]["tool_calls"] is None
@@ -78,12 +79,14 @@ def test_both_sources_read_a_conversation_the_same_way(tmp_path: Path) -> None:
     messages = conversation(12, 34)
     jsonl = write_jsonl(tmp_path / "tasks.jsonl", [{"id": "m", "prompt": messages[:2], "answer": "408", "solution": messages[2:]}])
     (from_jsonl,) = jsonl_source.read_tasks(jsonl)
-    (from_messages,) = hf_dataset_source.read(messages_cfg(write_jsonl(tmp_path / "m.jsonl", [{"id": "m", "messages": messages}]), id_field="id"))[0]
+    conversations = write_jsonl(tmp_path / "m.jsonl", [{"id": "m", "messages": messages}])
+    (from_messages,) = hf_dataset_source.read(messages_cfg(conversations, id_field="id"))[0]
     (from_solution,) = hf_dataset_source.read(
         TaskConfig(source="hf_dataset", path=str(jsonl), id_field="id", solution_field="solution")
     )[0]
     for task in (from_messages, from_solution):
-        assert (task.id, task.prompt, task.answer, task.demonstration) == (from_jsonl.id, from_jsonl.prompt, from_jsonl.answer, from_jsonl.demonstration)
+        fields = (task.id, task.prompt, task.answer, task.verifier, task.demonstration, task.metadata)
+        assert fields == (from_jsonl.id, from_jsonl.prompt, from_jsonl.answer, from_jsonl.verifier, from_jsonl.demonstration, {})
 
 
 def test_a_single_plain_reply_is_a_text_demonstration(tmp_path: Path) -> None:
@@ -107,7 +110,8 @@ BAD_CONVERSATIONS = [
       {"role": "tool", "content": "1"}, {"role": "assistant", "content": "1"}], "arguments string is not JSON"),
     ([{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [{"function": {"arguments": {}}}]},
       {"role": "assistant", "content": "1"}], "tool call 0 must be"),
-    ([{"role": "user", "content": "q"}, {"role": "robot", "content": "1"}, {"role": "assistant", "content": "1"}], "message 0 must be a message with role"),
+    ([{"role": "user", "content": "q"}, {"role": "robot", "content": "1"}, {"role": "assistant", "content": "1"}],
+     "message 0 must be a message with role"),
     ([{"role": "user", "content": "q"}, {"role": "assistant", "content": "x"}, {"role": "tool", "content": 5},
       {"role": "assistant", "content": "1"}], "message 1 (tool) needs a string 'content'"),
 ]
