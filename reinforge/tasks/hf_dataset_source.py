@@ -107,12 +107,21 @@ def _builder(files: list[str], key: str, path_text: str) -> str:
     return builders.pop()
 
 
+def _shorten(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _read_error(key: str, path_text: str, err: Exception) -> ConfigError:
     causes = [err]
     while causes[-1].__cause__ is not None and len(causes) < 4:
         causes.append(causes[-1].__cause__)
-    why = "; ".join(f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}" for e in causes)
-    return ConfigError(f"{key}: the datasets library could not read {path_text} ({why})")
+    why = "; ".join(f"{type(e).__name__}: {_shorten(' '.join(str(e).split()))}" for e in causes)
+    # A local copy of a Hub repository declares its configs in README.md; the library then wants
+    # one named, which reinforge does by path.
+    hint = ""
+    if (Path(path_text).expanduser() / "README.md").is_file():
+        hint = f"; a copy of a Hub repository with several configs is read one config at a time: set {key} to its folder"
+    return ConfigError(f"{key}: the datasets library could not read {path_text} ({why}){hint}")
 
 
 def _rows_in(file: Path) -> int | None:

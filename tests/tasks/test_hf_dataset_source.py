@@ -209,6 +209,21 @@ def test_unreadable_files_name_the_file(tmp_path: Path) -> None:
     check_fails(gsm8k(tmp_path / "a.*"), "mixes formats")
 
 
+def test_a_hub_repository_copy_with_several_configs_is_read_one_config_folder_at_a_time(tmp_path: Path) -> None:
+    clone = tmp_path / "gsm8k"
+    for config in ("main", "socratic"):
+        (clone / config).mkdir(parents=True)
+        write_parquet(clone / config / "train-00000-of-00001.parquet", GSM8K_ROWS[:3])
+    write_parquet(clone / "main" / "test-00000-of-00001.parquet", GSM8K_ROWS[3:])
+    configs = "".join(
+        f"- config_name: {c}\n  data_files:\n  - split: train\n    path: {c}/train-*\n" for c in ("main", "socratic")
+    )
+    (clone / "README.md").write_text(f"---\nconfigs:\n{configs}---\n")
+    check_fails(gsm8k(clone), "task.path: the datasets library could not read", "'main', 'socratic'", "set task.path to its folder")
+    splits = hf_dataset_source.load(gsm8k(clone / "main", eval_split="test"), seed=0)
+    assert [t.answer for t in splits.train] == ["7", "12", "942"] and [t.answer for t in splits.eval] == ["42"]
+
+
 def test_unknown_columns_list_the_columns_there_are(tmp_path: Path) -> None:
     path = write_parquet(tmp_path / "d.parquet", GSM8K_ROWS)
     where = f"task.path {path}, split 'train'"
