@@ -104,17 +104,18 @@ def check_verifier(verifier: Any, answer: str, where: str) -> str:
     return verifier
 
 
-def parse_demonstration(value: Any, where: str, label: str = "'solution'") -> str | list[dict] | None:
+def parse_demonstration(value: Any, where: str, label: str = "'solution'", first_index: int = 0) -> str | list[dict] | None:
     """A warm-up target: text, or the chat messages that follow the prompt (assistant turns with
     optional tool calls, tool results and user replies between them, the last one an assistant
-    turn). A single plain assistant message is its text, so single-turn envs can take it too."""
+    turn). A single plain assistant message is its text, so single-turn envs can take it too.
+    Messages are numbered from `first_index` in errors (their place in a whole conversation)."""
     if value is None or isinstance(value, str):
         return value
     if not isinstance(value, list) or not value:
         raise fail(where, f"{label} must be a string or a non-empty list of chat messages, got {value!r}")
     messages = [drop_nulls(m) for m in value]
     for i, message in enumerate(messages):
-        _check_demonstration_message(message, where, f"{label} message {i}")
+        _check_demonstration_message(message, where, f"{label} message {first_index + i}")
     if messages[-1]["role"] != "assistant":
         raise fail(where, f"{label} must end with an assistant message (the final answer), ends with role {messages[-1]['role']!r}")
     if len(messages) == 1 and not messages[0].get("tool_calls"):
@@ -165,7 +166,7 @@ def split_conversation(value: Any, where: str, label: str) -> tuple[list[dict], 
     if first_reply == len(messages):
         raise fail(where, f"{label} has no assistant message after the prompt: nothing to demonstrate")
     prompt = parse_prompt(messages[:first_reply], where, label)
-    demonstration = parse_demonstration(messages[first_reply:], where, label)
+    demonstration = parse_demonstration(messages[first_reply:], where, label, first_index=first_reply)
     assert isinstance(prompt, list) and demonstration is not None
     return prompt, demonstration
 

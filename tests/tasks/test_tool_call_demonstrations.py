@@ -111,9 +111,9 @@ BAD_CONVERSATIONS = [
     ([{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [{"function": {"arguments": {}}}]},
       {"role": "assistant", "content": "1"}], "tool call 0 must be"),
     ([{"role": "user", "content": "q"}, {"role": "robot", "content": "1"}, {"role": "assistant", "content": "1"}],
-     "message 0 must be a message with role"),
+     "must be a message with role assistant | tool | user"),
     ([{"role": "user", "content": "q"}, {"role": "assistant", "content": "x"}, {"role": "tool", "content": 5},
-      {"role": "assistant", "content": "1"}], "message 1 (tool) needs a string 'content'"),
+      {"role": "assistant", "content": "1"}], "(tool) needs a string 'content'"),
 ]
 
 
@@ -123,6 +123,14 @@ def test_malformed_conversations_name_the_row(tmp_path: Path, messages: list, fr
     with pytest.raises(ConfigError) as err:
         hf_dataset_source.check(messages_cfg(path))
     assert f"task.path {path}, split 'train', row 1: column 'messages'" in str(err.value) and fragment in str(err.value)
+
+
+def test_errors_number_messages_by_their_place_in_the_conversation(tmp_path: Path) -> None:
+    messages = conversation(1, 1)
+    messages[3]["content"] = None  # the tool result, message 3 of the conversation
+    path = write_jsonl(tmp_path / "d.jsonl", [{"messages": messages}])
+    with pytest.raises(ConfigError, match=r"row 0: column 'messages' message 3 \(tool\) needs a string 'content', got None"):
+        hf_dataset_source.check(messages_cfg(path))
 
 
 @pytest.mark.parametrize("messages, fragment", BAD_CONVERSATIONS[2:])
