@@ -7,7 +7,7 @@ them). docs/datasets.md is the user's guide.
 `task.split` picks the training split (default: train, or the only split there is);
 `task.eval_split` a held-out split, of `task.eval_path` when it is set and of `task.path`
 otherwise; without either, `task.eval_size` tasks are split off the training split as the JSONL
-source does (`records.hold_out`).
+source does (`records.hold_out_tasks`).
 
 Each row is one task. Columns are mapped by `task.prompt_field` (text or chat messages),
 `task.answer_field`, and optionally `task.id_field` and `task.solution_field` (the warm-up
@@ -38,7 +38,7 @@ from reinforge.tasks.records import (
     check_verifier,
     fail,
     final_answer_text,
-    hold_out,
+    hold_out_tasks,
     parse_answer,
     parse_demonstration,
     parse_id,
@@ -193,4 +193,4 @@ def check(cfg: TaskConfig) -> None:
 def load(cfg: TaskConfig, seed: int) -> TaskSplits:
     """Train and held-out tasks (see the module docstring); `task.train_size` does not apply."""
     train, held_out = read(cfg)
-    return hold_out(train, held_out, cfg, seed)
+    return hold_out_tasks(train, held_out, cfg, seed)

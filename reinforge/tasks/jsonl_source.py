@@ -25,7 +25,7 @@ from typing import Any
 
 from reinforge.config import ConfigError, TaskConfig
 from reinforge.tasks.hf_dataset_source import SOURCE_KEYS  # imports `datasets` only when it reads data
-from reinforge.tasks.records import check_verifier, fail, hold_out, parse_answer, parse_demonstration, parse_id, parse_prompt
+from reinforge.tasks.records import check_verifier, fail, hold_out_tasks, parse_answer, parse_demonstration, parse_id, parse_prompt
 from reinforge.tasks.task import Task, TaskSplits
 
 RESERVED_FIELDS = ("id", "prompt", "answer", "solution", "verifier")
@@ -120,9 +120,9 @@ def check(cfg: TaskConfig) -> None:
 def load(cfg: TaskConfig, seed: int) -> TaskSplits:
     """Train and held-out tasks: with `task.eval_path`, that whole file is held out; without it,
     `task.eval_size` tasks (at most half the file) are drawn with the seed (see
-    `records.hold_out`, which also drops training prompts that are held out). `task.train_size`
+    `records.hold_out_tasks`, which also drops training prompts that are held out). `task.train_size`
     does not apply: the file is the training set.
     """
     train = read_tasks(_require_path(cfg))
     held_out = read_tasks(cfg.eval_path) if cfg.eval_path is not None else None
-    return hold_out(train, held_out, cfg, seed)
+    return hold_out_tasks(train, held_out, cfg, seed)

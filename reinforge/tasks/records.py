@@ -180,7 +180,7 @@ def _prompt_key(task: Task) -> str:
     return json.dumps(task.prompt, sort_keys=True)
 
 
-def hold_out(train: list[Task], held_out: list[Task] | None, cfg: TaskConfig, seed: int) -> TaskSplits:
+def hold_out_tasks(train: list[Task], held_out: list[Task] | None, cfg: TaskConfig, seed: int) -> TaskSplits:
     """Train and held-out tasks from a training set and an optional held-out one.
 
     With `held_out`, those tasks are the evaluation set (their ids must not repeat training ids).
