@@ -33,11 +33,34 @@ class ModelConfig(Section):
 
 
 class TaskConfig(Section):
-    source: str = Field("arithmetic", description="Task source: arithmetic | jsonl | reasoning_gym, or your own by import path ('pkg.module:load', './tasks.py:load'; docs/extending.md).")
+    source: str = Field("arithmetic", description="Task source: arithmetic | jsonl | hf_dataset | reasoning_gym, or your own by import path ('pkg.module:load', './tasks.py:load'; docs/extending.md).")
     dataset: str | None = Field(None, description="reasoning-gym dataset name (source=reasoning_gym).")
     params: dict[str, Any] = Field(default_factory=dict, description="Source parameters (arithmetic knobs, reasoning-gym dataset config).")
-    path: str | None = Field(None, description="JSONL file of training tasks (source=jsonl).")
-    eval_path: str | None = Field(None, description="JSONL file of held-out tasks; default: split off the training file.")
+    path: str | None = Field(
+        None,
+        description="Training tasks: a JSONL file (source=jsonl); a local Parquet / Arrow / CSV / JSON(L) file, glob or directory, "
+        "or a save_to_disk directory (source=hf_dataset, see docs/datasets.md).",
+    )
+    eval_path: str | None = Field(None, description="Held-out tasks, in the same forms as task.path; default: split off the training data.")
+    split: str | None = Field(None, description="Split of task.path to train on (source=hf_dataset); default: train, or the only split there is.")
+    eval_split: str | None = Field(
+        None, description="Split to hold out (source=hf_dataset), of task.eval_path when set, else of task.path; default: eval_size tasks split off the training split."
+    )
+    prompt_field: str = Field("prompt", description="Column holding the prompt, text or chat messages (source=hf_dataset).")
+    answer_field: str = Field("answer", description="Column holding the reference answer (source=hf_dataset).")
+    id_field: str | None = Field(None, description="Column holding unique task ids (source=hf_dataset); default: SPLIT/ROW.")
+    solution_field: str | None = Field(
+        None, description="Column holding the warm-up demonstration, text or chat messages (source=hf_dataset); default: the answer."
+    )
+    messages_field: str | None = Field(
+        None,
+        description="Column holding whole conversations (source=hf_dataset): leading system/user messages are the prompt, the rest the "
+        "demonstration (tool calls included); replaces prompt_field.",
+    )
+    answer_format: Literal["plain", "gsm8k"] = Field(
+        "plain", description="plain: the answer as is; gsm8k: the answer follows '#### ', the text before it is the worked solution (source=hf_dataset)."
+    )
+    verifier: str | None = Field(None, description="Verifier of every task (source=hf_dataset); default: numeric with answer_format=gsm8k, else exact.")
     train_size: int = Field(20000, gt=0, description="Number of training tasks (generated sources).")
     eval_size: int = Field(500, gt=0, description="Number of held-out tasks.")
 

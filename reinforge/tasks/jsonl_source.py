@@ -9,8 +9,12 @@ One JSON object per line:
 `prompt` (text or chat messages) and `answer` (any JSON scalar but null) are required; `id`,
 `solution` (the supervised warm-up target) and `verifier` (default "exact") are optional; any
 other field goes to `Task.metadata`, among them `family` (a string that groups tasks in
-evaluation reports; tasks without one are in family "all"). Blank lines are skipped. Every malformed line is reported
-as a ConfigError naming the file and the line, before any model is loaded.
+evaluation reports; tasks without one are in family "all"). `solution` is text, or for a
+multi-turn env (env.type=tool) the chat messages that follow the prompt, in Hugging Face format
+with `tool_calls` and role "tool" messages (see `reinforge.tasks.records`, shared with the
+`hf_dataset` source, which also reads whole conversations from one column). Blank lines are
+skipped. Every malformed line is reported as a ConfigError naming the file and the line, before
+any model is loaded.
 """
 
 from __future__ import annotations
@@ -20,70 +24,31 @@ from pathlib import Path
 from typing import Any
 
 from reinforge.config import ConfigError, TaskConfig
-from reinforge.rewards.verifiers import UnknownVerifierError, get_verifier, parse_number
-from reinforge.tasks.task import Prompt, Task, TaskSplits, drop_held_out_prompts, hold_out
+from reinforge.tasks.hf_dataset_source import SOURCE_KEYS  # imports `datasets` only when it reads data
+from reinforge.tasks.records import check_verifier, fail, hold_out_tasks, parse_answer, parse_demonstration, parse_id, parse_prompt
+from reinforge.tasks.task import Task, TaskSplits
 
 RESERVED_FIELDS = ("id", "prompt", "answer", "solution", "verifier")
 
 
-def _fail(path: Path, lineno: int, message: str) -> ConfigError:
-    return ConfigError(f"{path}:{lineno}: {message}")
-
-
-def _parse_prompt(value: Any, path: Path, lineno: int) -> Prompt:
-    if isinstance(value, str):
-        if not value.strip():
-            raise _fail(path, lineno, "'prompt' is empty")
-        return value
-    if isinstance(value, list) and value:
-        for i, message in enumerate(value):
-            if (
-                not isinstance(message, dict)
-                or not {"role", "content"} <= set(message)
-                or not all(isinstance(v, str) for v in message.values())
-            ):
-                raise _fail(path, lineno, f"'prompt' message {i} must be {{\"role\": str, \"content\": str}}, got {message!r}")
-        return value
-    raise _fail(path, lineno, f"'prompt' must be a string or a non-empty list of chat messages, got {value!r}")
-
-
-def _parse_answer(value: Any, path: Path, lineno: int) -> str:
-    if isinstance(value, str):
-        return value
-    # JSON spelling, so that `true` stays "true" and not Python's "True".
-    if isinstance(value, (bool, int, float)):
-        return json.dumps(value)
-    raise _fail(path, lineno, f"'answer' must be a JSON string, number or boolean, got {value!r}")
-
-
 def _parse_line(record: Any, path: Path, lineno: int) -> Task:
+    where = f"{path}:{lineno}"
     if not isinstance(record, dict):
-        raise _fail(path, lineno, f"expected a JSON object, got {type(record).__name__}")
+        raise fail(where, f"expected a JSON object, got {type(record).__name__}")
     for required in ("prompt", "answer"):
         if required not in record:
-            raise _fail(path, lineno, f"missing required field {required!r}")
-    prompt = _parse_prompt(record["prompt"], path, lineno)
-    answer = _parse_answer(record["answer"], path, lineno)
-
-    task_id = record.get("id", f"{path.stem}:{lineno}")
-    if isinstance(task_id, bool) or not isinstance(task_id, (str, int)):
-        raise _fail(path, lineno, f"'id' must be a string or integer, got {task_id!r}")
-    solution = record.get("solution")
-    if solution is not None and not isinstance(solution, str):
-        raise _fail(path, lineno, f"'solution' must be a string, got {solution!r}")
-    verifier = record.get("verifier", "exact")
-    try:
-        get_verifier(verifier)  # a built-in name or the user's own by import path
-    except UnknownVerifierError as err:
-        raise _fail(path, lineno, str(err)) from None
-    if verifier == "numeric" and parse_number(answer) is None:
-        raise _fail(path, lineno, f"'answer' {answer!r} is not a number but verifier is 'numeric'")
+            raise fail(where, f"missing required field {required!r}")
+    prompt = parse_prompt(record["prompt"], where)
+    answer = parse_answer(record["answer"], where)
+    task_id = parse_id(record.get("id", f"{path.stem}:{lineno}"), where)
+    solution = parse_demonstration(record.get("solution"), where)
+    verifier = check_verifier(record.get("verifier", "exact"), answer, where)
     family = record.get("family", "all")
     if not isinstance(family, str) or not family.strip():
-        raise _fail(path, lineno, f"'family' must be a non-empty string, got {family!r}")
+        raise fail(where, f"'family' must be a non-empty string, got {family!r}")
 
     return Task(
-        id=str(task_id),
+        id=task_id,
         prompt=prompt,
         answer=answer,
         verifier=verifier,
@@ -111,22 +76,21 @@ def read_numbered_tasks(path: str | Path) -> list[tuple[int, Task]]:
             try:
                 line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError as err:
-                raise _fail(path, lineno, f"not valid UTF-8 ({err.reason})") from None
+                raise fail(f"{path}:{lineno}", f"not valid UTF-8 ({err.reason})") from None
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as err:
-                raise _fail(path, lineno, f"invalid JSON: {err.msg} (column {err.colno})") from None
+                raise fail(f"{path}:{lineno}", f"invalid JSON: {err.msg} (column {err.colno})") from None
             task = _parse_line(record, path, lineno)
             if task.id in seen_ids:
-                raise _fail(path, lineno, f"duplicate id {task.id!r} (first on line {seen_ids[task.id]})")
+                raise fail(f"{path}:{lineno}", f"duplicate id {task.id!r} (first on line {seen_ids[task.id]})")
             seen_ids[task.id] = lineno
             tasks.append((lineno, task))
     if not tasks:
         raise ConfigError(f"task file {path} contains no tasks")
     return tasks
-
 
 
 def _require_path(cfg: TaskConfig) -> str:
@@ -135,32 +99,30 @@ def _require_path(cfg: TaskConfig) -> str:
     return cfg.path
 
 
+def _refuse_other_sources_keys(cfg: TaskConfig) -> None:
+    """A column mapping set for source=hf_dataset would be silently ignored here: say so."""
+    for key in SOURCE_KEYS:
+        if getattr(cfg, key) != TaskConfig.model_fields[key].default:
+            raise ConfigError(
+                f"task.{key} applies to source=hf_dataset only; a JSONL file's fields are fixed (prompt, answer, id, solution, "
+                "verifier): rename them in the file, or set task.source=hf_dataset, which reads JSONL files too"
+            )
+
+
 def check(cfg: TaskConfig) -> None:
     """Parse the file(s) fully: parsing is cheap and it is the only way to find a bad line 9000."""
+    _refuse_other_sources_keys(cfg)
     read_tasks(_require_path(cfg))
     if cfg.eval_path is not None:
         read_tasks(cfg.eval_path)
 
 
 def load(cfg: TaskConfig, seed: int) -> TaskSplits:
-    """Train and held-out tasks.
-
-    With `task.eval_path`, that whole file is held out. Without it, `task.eval_size` tasks (at
-    most half the file) are drawn with `random.Random(seed)`. Either way, training tasks whose
-    prompt also appears among the held-out ones are dropped, so evaluation never measures
-    memorisation. Both lists keep file order. `task.train_size` does not apply: the file is
-    the training set.
+    """Train and held-out tasks: with `task.eval_path`, that whole file is held out; without it,
+    `task.eval_size` tasks (at most half the file) are drawn with the seed (see
+    `records.hold_out_tasks`, which also drops training prompts that are held out). `task.train_size`
+    does not apply: the file is the training set.
     """
     train = read_tasks(_require_path(cfg))
-    if cfg.eval_path is not None:
-        held_out = read_tasks(cfg.eval_path)
-        ids = {t.id for t in train}
-        clash = next((t.id for t in held_out if t.id in ids), None)
-        if clash is not None:
-            raise ConfigError(f"task id {clash!r} is in both {cfg.path} and {cfg.eval_path}; ids must be unique")
-    else:
-        train, held_out = hold_out(train, cfg.eval_size, seed)
-    train = drop_held_out_prompts(train, held_out)
-    if not train:
-        raise ConfigError(f"task.path {cfg.path}: every training prompt also appears in the held-out tasks")
-    return TaskSplits(train=train, eval=held_out)
+    held_out = read_tasks(cfg.eval_path) if cfg.eval_path is not None else None
+    return hold_out_tasks(train, held_out, cfg, seed)

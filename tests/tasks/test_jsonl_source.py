@@ -54,7 +54,7 @@ def test_good_file_parses_every_field(tmp_path: Path) -> None:
         ({"prompt": [], "answer": "4"}, "'prompt' must be"),
         ({"prompt": [{"role": "user"}], "answer": "4"}, "message 0"),
         ({"prompt": [{"role": "user", "content": 3}], "answer": "4"}, "message 0"),
-        ({"prompt": "2+2=", "answer": None}, "'answer' must be"),
+        ({"prompt": "2+2=", "answer": None}, "'answer' is null"),
         ({"prompt": "2+2=", "answer": [4]}, "'answer' must be"),
         ({"prompt": "2+2=", "answer": "4", "id": [1]}, "'id' must be"),
         ({"prompt": "2+2=", "answer": "4", "solution": 4}, "'solution' must be"),
