@@ -56,7 +56,11 @@ _EXPORTS = {
     "PolicyLossParams": "reinforge.algos.losses.policy_common",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AdvantageInputs", "AdvantageOutput", "Config", "ConfigError", "Env", "Episode", "EvalResult", "GroupRewardFn",
+    "PolicyLossParams", "RewardFn", "StepResult", "Task", "TaskSplits", "Tool", "ToolRegistry", "TrainResult",
+    "Trajectory", "evaluate", "group_reward", "load_config", "register_advantage", "tool_from_function", "train",
+]
 
 
 def __getattr__(name: str) -> Any:

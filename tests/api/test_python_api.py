@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ import reinforge
 from reinforge import import_paths
 from reinforge.api.train import TRAINING_PID_VAR
 from reinforge.cli import main as cli_main
+from reinforge.rewards.scorer import RewardFailure
 
 TINY = {
     "model.preset": "nano", "task.train_size": 64, "task.eval_size": 8, "rollout.prompts_per_step": 2,
@@ -75,6 +75,7 @@ def test_import_reinforge_loads_neither_torch_nor_transformers():
 
 
 def test_every_exported_name_resolves():
+    assert sorted(reinforge.__all__) == sorted(reinforge._EXPORTS)
     for name in reinforge.__all__:
         assert getattr(reinforge, name) is not None, name
     assert {"train", "evaluate", "load_config", "Task", "Env", "group_reward", "register_advantage"} <= set(reinforge.__all__)
@@ -221,26 +222,30 @@ def length_score(task, trajectory):
 CALL = "result = reinforge.train('default', TINY, reward_fns=[length_score], output_dir=sys.argv[1])"
 
 
-def run_script(tmp_path, call):
-    script = tmp_path / "train_mine.py"
-    script.write_text(SCRIPT.format(tiny=TINY, call=call))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=300
-    )
-
-
 def test_a_function_of_the_script_being_run_reaches_reward_workers_by_the_scripts_path(tmp_path):
-    done = run_script(tmp_path, "if __name__ == '__main__':\n    " + CALL + "\n    print('rewards', result.rewards)")
+    script = tmp_path / "train_mine.py"
+    script.write_text(SCRIPT.format(tiny=TINY, call="if __name__ == '__main__':\n    " + CALL + "\n    print('rewards', result.rewards)"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert saved_components(tmp_path / "run") == {"length_score": f"{tmp_path / 'train_mine.py'}:length_score"}
     assert "rewards [" in done.stdout
 
 
 def test_an_unguarded_script_fails_with_the_fix_instead_of_training_in_its_workers(tmp_path):
-    done = run_script(tmp_path, CALL)
-    assert done.returncode != 0
-    assert "Put the training call under `if __name__ == '__main__':`" in done.stderr
+    # What a script with an unguarded reinforge.train() call looks like to a reward worker: the
+    # trainer holds the function (bound under the script's path, as config_name binds it), and a
+    # worker that imports the script reaches the training call at its top level.
+    script = tmp_path / "train_mine.py"
+    script.write_text(SCRIPT.format(tiny=TINY, call=CALL))
+    path = f"{script}:length_score"
+    import_paths.bind_object(path, where_it_ran)
+    try:
+        with pytest.raises(RewardFailure, match="Put the training call under `if __name__ == '__main__':`"):
+            reinforge.train("default", TINY, output_dir=tmp_path / "run", reward_fns=[("length_score", path)])
+    finally:
+        import_paths.unbind_object(path)
+    assert TRAINING_PID_VAR not in os.environ
 
 
 # --------------------------------------------------------------------------- evaluate
