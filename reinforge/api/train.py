@@ -14,6 +14,7 @@ learner, a reward worker process that cannot unpickle it).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import pickle
@@ -212,7 +213,30 @@ def task_source_name(tasks: Any) -> str:
     bad = next((t for t in everything if not isinstance(t, Task)), None)
     if bad is not None:
         raise ConfigError(f"tasks: every item must be a reinforge.Task (Task(id=..., prompt=..., answer=...)), got a {type(bad).__name__}")
+    if any(callable(t.verifier) for t in everything):
+        tasks = _named_verifiers(tasks)
     return tasks_label(what, repr(tasks), InMemoryTasks(tasks))
+
+
+def _named_verifiers(tasks: Any) -> Any:
+    """Tasks whose verifier is a function, with the function's import path instead: verifiers run
+    in reward worker processes, which find them by path (a Task holds a name or a path)."""
+    from reinforge.tasks.task import TaskSplits
+
+    def named(task: Any) -> Any:
+        if not callable(task.verifier):
+            return task
+        path = config_name(task.verifier)
+        if is_in_memory(path):
+            raise ConfigError(
+                f"tasks: task {task.id}'s verifier {path} has no import path, and verifiers run in reward worker "
+                "processes that find them by path: define it at module level (a module, or your guarded script)"
+            )
+        return dataclasses.replace(task, verifier=path)
+
+    if isinstance(tasks, TaskSplits):
+        return TaskSplits([named(t) for t in tasks.train], [named(t) for t in tasks.eval])
+    return [named(t) for t in tasks]
 
 
 class InMemoryTasks:

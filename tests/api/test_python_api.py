@@ -257,3 +257,103 @@ def test_evaluate_a_run_directory(tasks_run, tmp_path):
     assert result.report == report and result.accuracy == report["metrics"]["accuracy"]
     assert result.metrics["eval_tasks"] == 8.0 and "mean@2" in result.metrics
     assert report["model"] == str(tasks_run.run_dir / "final")
+
+
+# --------------------------------------------------------------------------- env, algorithms, verifiers as objects
+
+
+class AnswerTwiceEnv:
+    """Two policy turns per task, with a fixed observation in between (the smallest multi-turn env)."""
+
+    def __init__(self, tokenizer, prompt_suffix: str = ""):
+        self.tokenizer, self.max_turns = tokenizer, 2
+        self.stop_token_ids = (tokenizer.eos_token_id,)
+        self.prompt_suffix = prompt_suffix
+
+    def prompt_ids(self, task):
+        return self.tokenizer(task.prompt + self.prompt_suffix).input_ids
+
+    def decode_response(self, token_ids):
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+    def sft_example(self, task):
+        prompt, answer = self.prompt_ids(task), self.tokenizer(task.answer, add_special_tokens=False).input_ids
+        return prompt + answer, [False] * len(prompt) + [True] * len(answer)
+
+    def demonstration_turns(self, task):
+        return [task.answer]
+
+    def episode(self):
+        env = self
+
+        class Episode:
+            turns = 0
+
+            def reset(self, task):
+                return env.prompt_ids(task)
+
+            def step(self, turn_text, finish_reason):
+                self.turns += 1
+                done = self.turns == 2
+                return reinforge.StepResult(observation_ids=[] if done else env.tokenizer("?", add_special_tokens=False).input_ids, done=done)
+
+        return Episode()
+
+
+calls = {"advantage": 0, "loss": 0}
+
+
+def zero_advantages(inputs):
+    calls["advantage"] += 1
+    return reinforge.AdvantageOutput(inputs.rewards * 0.0)
+
+
+def counting_reinforce(logprobs, old_logprobs, advantages, mask, params):
+    calls["loss"] += 1
+    return -advantages[:, None].to(logprobs.dtype) * logprobs * mask, {}
+
+
+def test_train_with_an_env_class_an_estimator_and_a_loss_as_objects(tmp_path):
+    result = reinforge.train(
+        "default", TINY, output_dir=tmp_path / "run", env=AnswerTwiceEnv, env_params={"prompt_suffix": " "},
+        advantage=zero_advantages, policy_loss=counting_reinforce, reward={"isolation": "thread"},
+    )
+    assert [s["turns"] for s in result.steps] == [2.0, 2.0]
+    assert calls["advantage"] >= 2 and calls["loss"] >= 2 and result.steps[0]["grad_norm"] == 0.0  # zero advantages
+    cfg = result.config
+    assert (cfg.env.type, cfg.env.params) == (f"{__name__}:AnswerTwiceEnv", {"prompt_suffix": " "})
+    assert (cfg.algo.advantage, cfg.algo.policy_loss) == (f"{__name__}:zero_advantages", f"{__name__}:counting_reinforce")
+
+
+def test_an_env_instance_is_refused_with_the_fix():
+    with pytest.raises(reinforge.ConfigError, match="pass the class AnswerTwiceEnv, not an instance"):
+        reinforge.train(env=object.__new__(AnswerTwiceEnv))
+
+
+def off_by_one(task, response: str) -> float:
+    return float(response.strip() == str(int(task.answer) + 1))
+
+
+def test_a_task_verifier_given_as_a_function_is_named_by_its_path():
+    from reinforge.api.train import task_source_name
+
+    label = task_source_name([reinforge.Task(id="1", prompt="1+1=", answer="2", verifier=off_by_one)])
+    (task,) = import_paths.load_object(label).load(None, 0)
+    assert task.verifier == f"{__name__}:off_by_one"
+    with pytest.raises(reinforge.ConfigError, match="verifier <python object .* has no import path"):
+        task_source_name([reinforge.Task(id="1", prompt="1+1=", answer="2", verifier=lambda task, response: 1.0)])
+
+
+def test_a_python_reward_runs_in_ray_reward_workers(tmp_path):
+    pytest.importorskip("ray")
+    from reinforge.distributed.ray_cluster import stop_ray
+
+    try:
+        result = reinforge.train(
+            "default", {**TINY, "workers.reward_workers": 1, "workers.cpus_per_worker": 0.5}, output_dir=tmp_path / "run",
+            reward_fns=[where_it_ran, ("cls", Scaled, 1.0, {"factor": 3.0})],
+        )
+    finally:
+        stop_ray()
+    # 1.0: not the trainer's process (a Ray actor imported this test module by its path).
+    assert reward_means(result, "where_it_ran") == [1.0, 1.0] and reward_means(result, "cls") == [3.0, 3.0]
