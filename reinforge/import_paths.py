@@ -48,6 +48,7 @@ SYNTAX_HINT = "an import path is 'package.module:name' or './file.py:name'"
 _lock = threading.RLock()
 _roots: list[str] = []  # directories this process put on sys.path for user code, in order
 _bound: dict[str, Any] = {}  # name -> object handed over from Python (bind_object)
+FILE_MODULE_PREFIX = "reinforge_user_"  # module names of files loaded by path
 IN_MEMORY_PREFIX = "<python "  # labels of objects that exist only in the process that bound them
 
 
@@ -190,7 +191,7 @@ def _import_file(path: Path) -> Any:
     # objects defined there unpickle in it; the hash keeps two `rewards.py` of two projects apart.
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
     stem = re.sub(r"\W", "_", path.stem)
-    name = f"reinforge_user_{stem}_{digest}"
+    name = f"{FILE_MODULE_PREFIX}{stem}_{digest}"
     with _lock:
         if name in sys.modules:
             return sys.modules[name]

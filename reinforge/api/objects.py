@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from reinforge.import_paths import (
+    FILE_MODULE_PREFIX,
     IN_MEMORY_PREFIX,
     ImportPathError,
     add_import_root,
@@ -85,7 +86,10 @@ def _importable_name(obj: Any) -> str | None:
         return None
     if module_name == "__main__":
         return _script_name(module, attr, obj)
-    path = f"{module_name}:{attr}"
+    if module_name.startswith(FILE_MODULE_PREFIX) and getattr(module, "__file__", None):
+        path = f"{module.__file__}:{attr}"  # a file loaded by path: workers load the same file
+    else:
+        path = f"{module_name}:{attr}"
     try:
         if load_object(path) is not obj:
             return None

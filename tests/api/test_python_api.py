@@ -33,7 +33,7 @@ TINY = {
 
 def where_it_ran(task, trajectory):
     """1.0 in a reward worker process, 0.0 in the trainer's process."""
-    return float(os.getpid() != int(os.environ[TRAINING_PID_VAR]))
+    return float(os.getpid() != int(os.environ.get(TRAINING_PID_VAR, "-1")))
 
 
 # A lambda bound to a module-level name is importable by that name, like a def.
@@ -357,3 +357,25 @@ def test_a_python_reward_runs_in_ray_reward_workers(tmp_path):
         stop_ray()
     # 1.0: not the trainer's process (a Ray actor imported this test module by its path).
     assert reward_means(result, "where_it_ran") == [1.0, 1.0] and reward_means(result, "cls") == [3.0, 3.0]
+
+
+def test_objects_are_named_by_the_path_a_worker_can_import(tmp_path):
+    from reinforge.api.objects import config_name
+
+    (tmp_path / "scores.py").write_text("def score(task, trajectory):\n    return 1.0\n\nalias = score\n")
+    loaded = import_paths.load_object(f"{tmp_path / 'scores.py'}:alias")
+    assert config_name(loaded) == f"{tmp_path / 'scores.py'}:score"  # the file, not its internal module name
+    assert config_name(Scaled) == f"{__name__}:Scaled" and config_name(named_lambda) == f"{__name__}:named_lambda"
+    instance, other = Scaled(1.0), Scaled(1.0)
+    label = config_name(instance)
+    assert label.startswith(f"<python object {__name__}:Scaled") and config_name(instance) == label
+    assert config_name(other) != label  # another object, another label (`... #2>`)
+    assert import_paths.load_object(label) is instance and import_paths.load_object(config_name(other)) is other
+
+
+def test_a_config_object_takes_overrides_like_a_recipe():
+    from reinforge.api.config import config_with
+
+    cfg = config_with(reinforge.load_config(), {"algo.method": "dapo", "trainer.steps": 3}, rollout={"group_size": 4})
+    assert (cfg.algo.dynamic_sampling, cfg.trainer.steps, cfg.rollout.group_size) == (True, 3, 4)
+    assert cfg.rollout.prompts_per_step == reinforge.load_config().rollout.prompts_per_step
