@@ -379,3 +379,24 @@ def test_a_config_object_takes_overrides_like_a_recipe():
     cfg = config_with(reinforge.load_config(), {"algo.method": "dapo", "trainer.steps": 3}, rollout={"group_size": 4})
     assert (cfg.algo.dynamic_sampling, cfg.trainer.steps, cfg.rollout.group_size) == (True, 3, 4)
     assert cfg.rollout.prompts_per_step == reinforge.load_config().rollout.prompts_per_step
+
+
+def count_digits(text: str) -> int:
+    """Count the digits in a text.
+
+    Args:
+        text: the text to look at
+    """
+    return sum(ch.isdigit() for ch in text)
+
+
+def test_tools_given_as_functions_build_the_tool_env():
+    from reinforge.api.train import part_values
+    from reinforge.envs.factory import tool_registry
+    from reinforge.trainer.preflight import preflight
+
+    values = part_values(None, None, None, None, ["calculator", count_digits], None, None)
+    assert values == {"env.tools": ["calculator", f"{__name__}:count_digits"]}
+    cfg = reinforge.load_config("tool-agent", values)
+    preflight(cfg)
+    assert tool_registry(cfg).names() == ["calculator", "count_digits"]
