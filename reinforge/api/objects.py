@@ -50,7 +50,7 @@ def config_name(obj: Any) -> str:
         if known is not None and known[0] is obj:
             return known[1]
         if inspect.ismodule(obj):
-            name = _label(f"module {obj.__name__}", obj)
+            name = _label(f"module: {obj.__name__}", obj)  # the colon: labels read as import paths
         else:
             name = _importable_name(obj) or _label(f"object {describe(obj)}", obj)
         _names[id(obj)] = (obj, name)  # holding obj keeps its id from being reused

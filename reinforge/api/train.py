@@ -93,7 +93,9 @@ def train(
     resume      continue the run in this directory from its newest checkpoint (or `checkpoint`);
                 pass the same Python objects again; `force` accepts changes that break exactness
 
-    Raises ConfigError (naming the key) before any model is loaded when the config cannot run.
+    Raises ConfigError (naming the key) before any model is loaded when the config cannot run, and
+    reinforge.trainer.run_errors.RunInterrupted when SIGINT / SIGTERM stopped the run after a
+    checkpoint (continue it with resume=RUN_DIR).
     """
     refuse_nested_run()
     values = part_values(reward_fns, env, env_params, tasks, tools, advantage, policy_loss)

@@ -400,3 +400,17 @@ def test_tools_given_as_functions_build_the_tool_env():
     cfg = reinforge.load_config("tool-agent", values)
     preflight(cfg)
     assert tool_registry(cfg).names() == ["calculator", "count_digits"]
+
+
+def test_a_module_with_load_is_a_task_source(tmp_path):
+    import types
+
+    from reinforge.api.train import task_source_name
+    from reinforge.tasks.registry import load_tasks
+
+    source = types.ModuleType("my_source")
+    source.load = lambda cfg, seed: [reinforge.Task(id=str(i), prompt=f"{i}=", answer=str(i)) for i in range(10)]
+    cfg = reinforge.load_config(task={"source": task_source_name(source), "eval_size": 2})
+    assert cfg.task.source == "<python module: my_source>"
+    splits = load_tasks(cfg.task, seed=0)
+    assert (len(splits.train), len(splits.eval)) == (8, 2)
