@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from reinforge.api.config import Overrides, override_items
-from reinforge.api.train import env_name, task_source_name
+from reinforge.api.parts import env_name, task_source_name
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import yaml
 
 import reinforge
 from reinforge import import_paths
-from reinforge.api.train import TRAINING_PID_VAR
+from reinforge.api.workers import TRAINING_PID_VAR
 from reinforge.cli import main as cli_main
 from reinforge.rewards.scorer import RewardFailure
 
@@ -335,7 +335,7 @@ def off_by_one(task, response: str) -> float:
 
 
 def test_a_task_verifier_given_as_a_function_is_named_by_its_path():
-    from reinforge.api.train import task_source_name
+    from reinforge.api.parts import task_source_name
 
     label = task_source_name([reinforge.Task(id="1", prompt="1+1=", answer="2", verifier=off_by_one)])
     (task,) = import_paths.load_object(label).load(None, 0)
@@ -391,7 +391,7 @@ def count_digits(text: str) -> int:
 
 
 def test_tools_given_as_functions_build_the_tool_env():
-    from reinforge.api.train import part_values
+    from reinforge.api.parts import part_values
     from reinforge.envs.factory import tool_registry
     from reinforge.trainer.preflight import preflight
 
@@ -405,7 +405,7 @@ def test_tools_given_as_functions_build_the_tool_env():
 def test_a_module_with_load_is_a_task_source(tmp_path):
     import types
 
-    from reinforge.api.train import task_source_name
+    from reinforge.api.parts import task_source_name
     from reinforge.tasks.registry import load_tasks
 
     source = types.ModuleType("my_source")
