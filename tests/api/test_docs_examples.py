@@ -14,9 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 import reinforge
+from reinforge.algos.advantages import ADVANTAGE_ESTIMATORS
+from reinforge.algos.types import AdvantageInputs
 from reinforge.import_paths import load_object
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.trainer.preflight import preflight
@@ -64,6 +67,9 @@ def in_project(tmp_path, monkeypatch):
     for name, module in list(sys.modules.items()):  # `rewards`, `tasks`...: names other tests may use
         if str(getattr(module, "__file__", "") or "").startswith(str(tmp_path)):
             del sys.modules[name]
+    for name, spec in list(ADVANTAGE_ESTIMATORS.items()):  # the example's estimator leaves the registry
+        if str(spec.fn.__code__.co_filename).startswith(str(tmp_path)):
+            del ADVANTAGE_ESTIMATORS[name]
 
 
 def small_train(monkeypatch, output_dir: Path):
@@ -100,6 +106,9 @@ def test_the_extending_examples_validate_and_train(in_project, tmp_path):
     assert {"reward/close/mean", "reward/short/mean", "reward/agree/mean", "reward/correct/mean"} <= set(steps[0])
     assert all(s["reward_errors"] == 0 for r in runs.values() for s in r.steps)
     assert runs["recipe.yaml"].config.algo.advantage.endswith("algos.py:mean_baseline")
+    estimator = ADVANTAGE_ESTIMATORS["mean_baseline"].fn
+    advantages = estimator(AdvantageInputs(torch.tensor([1.0, 0.0, 2.0, 2.0]), torch.tensor([7, 7, 9, 9]), torch.ones(4, 1, dtype=torch.bool)))
+    assert advantages.advantages.tolist() == [0.5, -0.5, 0.0, 0.0]
     env_step = runs["env_recipe.yaml"].steps[0]
     assert env_step["turns"] > 1  # the env's observation was appended and the policy answered again
     assert runs["tool_recipe.yaml"].config.env.tools[1].endswith("tools.py:count_vowels")
