@@ -217,6 +217,8 @@ TINY = {tiny!r}
 def length_score(task, trajectory):
     return float(len(trajectory.response_text))
 
+bonus = lambda task, trajectory: 0.5  # a lambda with a module-level name: importable by it
+
 {call}
 """
 CALL = "result = reinforge.train('default', TINY, reward_fns=[length_score], output_dir=sys.argv[1])"
@@ -224,12 +226,15 @@ CALL = "result = reinforge.train('default', TINY, reward_fns=[length_score], out
 
 def test_a_function_of_the_script_being_run_reaches_reward_workers_by_the_scripts_path(tmp_path):
     script = tmp_path / "train_mine.py"
-    script.write_text(SCRIPT.format(tiny=TINY, call="if __name__ == '__main__':\n    " + CALL + "\n    print('rewards', result.rewards)"))
+    call = "result = reinforge.train('default', TINY, reward_fns=[length_score, ('bonus', bonus)], output_dir=sys.argv[1])"
+    script.write_text(SCRIPT.format(tiny=TINY, call=f"if __name__ == '__main__':\n    {call}\n    print('bonus', result.steps[0]['reward/bonus/mean'])"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert saved_components(tmp_path / "run") == {"length_score": f"{tmp_path / 'train_mine.py'}:length_score"}
-    assert "rewards [" in done.stdout
+    assert saved_components(tmp_path / "run") == {
+        "length_score": f"{tmp_path / 'train_mine.py'}:length_score", "bonus": f"{tmp_path / 'train_mine.py'}:bonus"
+    }
+    assert "bonus 0.5" in done.stdout  # scored in the reward workers, which imported the script
 
 
 def test_an_unguarded_script_fails_with_the_fix_instead_of_training_in_its_workers(tmp_path):
