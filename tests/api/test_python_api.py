@@ -199,6 +199,12 @@ def test_an_object_without_import_path_cannot_go_to_ray_reward_workers(tmp_path)
         reinforge.train("default", {**TINY, "workers.reward_workers": 2}, output_dir=tmp_path / "run", reward_fns=[Scaled(1.0)])
 
 
+def test_a_loss_without_import_path_cannot_go_to_data_parallel_learners(tmp_path):
+    inline_loss = lambda logprobs, old_logprobs, advantages, mask, params: counting_reinforce(logprobs, old_logprobs, advantages, mask, params)  # noqa: E731
+    with pytest.raises(reinforge.ConfigError, match=r"algo.policy_loss: <python object .*workers.learners=2"):
+        reinforge.train("default", {**TINY, "workers.learners": 2}, output_dir=tmp_path / "run", policy_loss=inline_loss)
+
+
 def test_reward_fns_entries_are_checked():
     with pytest.raises(reinforge.ConfigError, match=r"reward_fns\[0\]: fn is a int"):
         reinforge.train(reward_fns=[("x", 3)])
