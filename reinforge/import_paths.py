@@ -14,6 +14,11 @@ tool, an advantage estimator, a policy loss, a verifier), it also takes an impor
 processes, Ray workers and data-parallel learners, so a part never has to be picklable: the
 directories this process added to sys.path are handed to them (`import_roots`).
 
+An object handed over from Python (`reinforge.train(reward_fns=[fn])`) is named by a string too,
+so it takes the same code path: `reinforge.api.objects` names it by its import path when it has
+one, and otherwise binds it here under a `<python ...>` label (`bind_object`) that resolves in this
+process only (the saved config says so, and a worker or a resumed run cannot re-create it).
+
 This module only finds objects; each kind checks the shape of what it found (a reward must be
 callable with (task, trajectory), an env must have episode(), ...) where that kind lives.
 """
@@ -42,6 +47,9 @@ SYNTAX_HINT = "an import path is 'package.module:name' or './file.py:name'"
 
 _lock = threading.RLock()
 _roots: list[str] = []  # directories this process put on sys.path for user code, in order
+_bound: dict[str, Any] = {}  # name -> object handed over from Python (bind_object)
+FILE_MODULE_PREFIX = "reinforge_user_"  # module names of files loaded by path
+IN_MEMORY_PREFIX = "<python "  # labels of objects that exist only in the process that bound them
 
 
 class ImportPathError(ValueError):
@@ -50,8 +58,32 @@ class ImportPathError(ValueError):
 
 
 def is_import_path(spec: Any) -> bool:
-    """True for 'pkg.module:name' and 'file.py:name' (built-in parts have plain names)."""
+    """True for 'pkg.module:name' and 'file.py:name' (built-in parts have plain names), and for
+    the `<python ...: ...>` labels of objects handed over from Python."""
     return isinstance(spec, str) and ":" in spec
+
+
+def is_in_memory(spec: Any) -> bool:
+    """A `<python ...>` label: an object that only the process that bound it can resolve."""
+    return isinstance(spec, str) and spec.startswith(IN_MEMORY_PREFIX)
+
+
+def bind_object(name: str, obj: Any) -> None:
+    """Make `load_object(name)` return `obj` in this process, without an import. `name` is the
+    object's own import path (so that the trainer does not import a script a second time), or a
+    `<python ...>` label for an object that has none."""
+    with _lock:
+        _bound[name] = obj
+
+
+def unbind_object(name: str) -> None:
+    with _lock:
+        _bound.pop(name, None)
+
+
+def bound_object(name: str) -> Any | None:
+    with _lock:
+        return _bound.get(name)
 
 
 def add_import_root(directory: str | os.PathLike) -> None:
@@ -99,6 +131,16 @@ def absolute_file_paths(tree: Any, base_dir: str | os.PathLike) -> Any:
 def load_object(spec: str) -> Any:
     """The object an import path names; ImportPathError saying what failed otherwise."""
     spec = spec.strip()
+    with _lock:
+        if spec in _bound:
+            return _bound[spec]
+    if is_in_memory(spec):
+        raise ImportPathError(
+            f"{spec} was handed over from Python (reinforge.train / reinforge.evaluate) in the process that "
+            "wrote this config, and exists only there: no import can re-create it. Pass the same object "
+            "again from Python (reinforge.train(..., resume=RUN_DIR, <the same arguments>)), or define it at "
+            "module level and name it by import path ('package.module:name' or './file.py:name')"
+        )
     file_match, module_match = _FILE_PATH.match(spec), _MODULE_PATH.match(spec)
     if file_match is not None:
         module, attr = _import_file(Path(file_match["file"])), file_match["attr"]
@@ -149,7 +191,7 @@ def _import_file(path: Path) -> Any:
     # objects defined there unpickle in it; the hash keeps two `rewards.py` of two projects apart.
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
     stem = re.sub(r"\W", "_", path.stem)
-    name = f"reinforge_user_{stem}_{digest}"
+    name = f"{FILE_MODULE_PREFIX}{stem}_{digest}"
     with _lock:
         if name in sys.modules:
             return sys.modules[name]

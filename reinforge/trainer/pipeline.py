@@ -16,6 +16,7 @@ import torch
 from reinforge.config import Config, dump_config
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.factory import build_env
+from reinforge.import_paths import is_in_memory
 from reinforge.learner.critic_learner import CriticLearner
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
@@ -140,7 +141,9 @@ def build_scorer(cfg: Config) -> RewardScorer:
     components = []
     for c in reward.components:
         fn, group = build_component(c.fn, c.params)  # here too: flags, state, and in-process parts
-        components.append(NamedReward(c.name, fn, c.weight, group=group, spec=(c.fn, c.params)))
+        # A part handed over from Python without an import path reaches worker processes pickled.
+        spec = None if is_in_memory(c.fn) else (c.fn, c.params)
+        components.append(NamedReward(c.name, fn, c.weight, group=group, spec=spec))
     return RewardScorer(components, isolation=reward.isolation, **limits)
 
 
