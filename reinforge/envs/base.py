@@ -63,3 +63,7 @@ class Env(Protocol):
 
     def decode_response(self, token_ids: list[int]) -> str:
         ...
+
+    # Optional: `demonstration_turns(task) -> list[str]`, the text of each assistant turn the
+    # warm-up teaches, for the budget checks before any model is built; without it they are read
+    # from sft_example's trained spans.
