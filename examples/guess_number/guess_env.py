@@ -51,10 +51,6 @@ class GuessNumberEnv:
     def episode(self) -> GuessEpisode:
         return GuessEpisode(self)
 
-    def demonstration_turns(self, task: Task) -> list[str]:
-        """The assistant turns the warm-up teaches (reinforge checks that each fits rollout.max_new_tokens)."""
-        return [m["content"] for m in task.demonstration if m["role"] == "assistant"]
-
     def sft_example(self, task: Task) -> tuple[list[int], list[bool]]:
         """Prompt, then the demonstration: guesses trained (each closed by the end-of-turn token),
         the env's replies in between as the observations an episode would append."""
