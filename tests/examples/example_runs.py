@@ -1,7 +1,7 @@
 """Run an example of examples/ the way a user would: from its own directory, with the CLI.
 
 The example's directory is copied into the test's temp dir (so nothing, not even __pycache__, is
-written into the repository) and `reinforge train --recipe recipe.yaml` runs there in a fresh
+written into the repository) and `reinforge train recipe.yaml` runs there in a fresh
 interpreter, with reinforge importable the way an installed package is and the example's own
 modules found only because the recipe names them (no PYTHONPATH entry points at the example).
 """
@@ -30,7 +30,7 @@ def source_files(name: str) -> list[str]:
 
 
 def run_example(name: str, tmp_path: Path, *overrides: str) -> tuple[Path, subprocess.CompletedProcess]:
-    """(run directory, finished process) of `reinforge train --recipe recipe.yaml` in a copy of
+    """(run directory, finished process) of `reinforge train recipe.yaml` in a copy of
     examples/`name`; fails the test with the run's stderr when it does not exit 0."""
     before = source_files(name)
     workdir = tmp_path / name
@@ -38,7 +38,7 @@ def run_example(name: str, tmp_path: Path, *overrides: str) -> tuple[Path, subpr
     run_dir = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "reinforge.cli", "train", "--recipe", "recipe.yaml", "--output", str(run_dir), *QUIET, *overrides],
+        [sys.executable, "-m", "reinforge.cli", "train", "recipe.yaml", "--output", str(run_dir), *QUIET, *overrides],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=GENEROUS_S,
     )
     assert done.returncode == 0, f"examples/{name} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"

@@ -9,7 +9,7 @@ held-out secrets (56.25%, every seed). The recipe's 20 GRPO steps, rewarded for 
 (less for each extra guess), must raise greedy held-out accuracy by at least 25 points (4 secrets)
 and the sampled success rate mean@4 by at least 10 points.
 
-Measured with the recipe as shipped (`reinforge train --recipe recipe.yaml trainer.seed=S`), seeds
+Measured with the recipe as shipped (`reinforge train recipe.yaml trainer.seed=S`), seeds
 0-3: greedy 56.25% -> 93.75 / 87.5 / 100 / 93.75% (+31 to +44 points); mean@4 0.61 -> 0.84,
 0.58 -> 0.80, 0.70 -> 0.86, 0.64 -> 0.88. The test runs seed 0; ~35 s of CPU (one thread).
 """
