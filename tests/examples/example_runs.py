@@ -8,6 +8,7 @@ modules found only because the recipe names them (no PYTHONPATH entry points at 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -48,3 +49,15 @@ def run_example(name: str, tmp_path: Path, *overrides: str) -> tuple[Path, subpr
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def import_example_file(name: str, module: str):
+    """examples/`name`/`module`.py imported in this process, leaving no __pycache__ in the repository."""
+    spec = importlib.util.spec_from_file_location(f"example_{name}_{module}", EXAMPLES / name / f"{module}.py")
+    imported = importlib.util.module_from_spec(spec)
+    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        spec.loader.exec_module(imported)
+    finally:
+        sys.dont_write_bytecode = writes_bytecode
+    return imported

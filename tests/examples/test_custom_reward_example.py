@@ -5,25 +5,17 @@ metrics.jsonl under its name, computed with the recipe's parameter, on the sourc
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 import yaml
 
-from example_runs import EXAMPLES, read_jsonl, run_example
+from example_runs import EXAMPLES, import_example_file, read_jsonl, run_example
 from reinforge.config import TaskConfig
 
 FAST = [
     "task.train_size=200", "task.eval_size=16", "sft.steps=20", "rollout.prompts_per_step=4", "rollout.group_size=4",
     "trainer.steps=2", "trainer.sample_every=1", "eval.every=2", "eval.samples=1",
 ]
-
-
-def example_module(name: str):
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / "custom_reward" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def close_by_hand(response: str, answer: str, scale: float) -> float:
@@ -49,7 +41,7 @@ def test_custom_reward_and_task_source_train_as_named_in_the_recipe(tmp_path):
     # Each sample's score is the function's, with the recipe's scale.
     samples = read_jsonl(run_dir / "samples.jsonl")
     assert samples
-    tasks = {t.id: t for t in example_module("word_problems").load(TaskConfig(train_size=200, eval_size=16), seed=0)}
+    tasks = {t.id: t for t in import_example_file("custom_reward", "word_problems").load(TaskConfig(train_size=200, eval_size=16), seed=0)}
     for sample in samples:
         task = tasks[sample["task_id"]]  # the source's own task, as it generated it
         assert sample["prompt"] == task.prompt

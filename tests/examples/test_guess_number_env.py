@@ -4,17 +4,12 @@ solved on the secret, and the task source's teachers play the games they claim t
 
 from __future__ import annotations
 
-import importlib.util
-
-from example_runs import EXAMPLES
+from example_runs import import_example_file
 from reinforge.config import TaskConfig
 
 
-def example(name: str):
-    spec = importlib.util.spec_from_file_location(f"guess_number_{name}", EXAMPLES / "guess_number" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def example(module: str):
+    return import_example_file("guess_number", module)
 
 
 def test_an_episode_replaying_a_demonstration_has_the_warm_up_tokens(tokenizer):
