@@ -41,7 +41,9 @@ def test_custom_reward_and_task_source_train_as_named_in_the_recipe(tmp_path):
     # Each sample's score is the function's, with the recipe's scale.
     samples = read_jsonl(run_dir / "samples.jsonl")
     assert samples
-    tasks = {t.id: t for t in import_example_file("custom_reward", "word_problems").load(TaskConfig(train_size=200, eval_size=16), seed=0)}
+    source = import_example_file("custom_reward", "word_problems")
+    generated = source.load(TaskConfig(train_size=200, eval_size=16, params=recipe["task"]["params"]), seed=0)
+    tasks = {t.id: t for t in generated}
     for sample in samples:
         task = tasks[sample["task_id"]]  # the source's own task, as it generated it
         assert sample["prompt"] == task.prompt
