@@ -121,7 +121,7 @@ def config_from_args(args: argparse.Namespace):
             overrides.append("sft.steps=0")
     if args.output is not None:
         overrides.append(f"trainer.output_dir={args.output}")
-    return load_config(args.recipe, overrides)
+    return load_config(args.recipe or "default", overrides)
 
 
 def config_command(args: argparse.Namespace) -> int:
