@@ -19,9 +19,12 @@ def _parser() -> argparse.ArgumentParser:
         ("train", "supervised warm-up (if the recipe has one), then RL, with held-out evaluation"),
         ("sft", "the supervised warm-up stage on its own"),
     ):
-        cmd = sub.add_parser(name, help=help_text)
-        cmd.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted config overrides, e.g. algo.lr=1e-5")
-        cmd.add_argument("--recipe", default="default", help="shipped recipe name or YAML path (default: default)")
+        cmd = sub.add_parser(name, help=help_text, usage=f"reinforge {name} [RECIPE] [KEY=VALUE ...] [options]")
+        cmd.add_argument(
+            "overrides", nargs="*", metavar="KEY=VALUE",
+            help="dotted config overrides, e.g. algo.lr=1e-5; the first may be the recipe instead (`reinforge train recipe.yaml`)",
+        )
+        cmd.add_argument("--recipe", help="shipped recipe name or YAML path (default: default)")
         cmd.add_argument("--model", help="local Hugging Face model directory (skips the recipe's warm-up unless sft.steps is set)")
         cmd.add_argument("--output", help="run directory (default: runs/<timestamp>)")
         if name == "train":
@@ -80,6 +83,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:
         args.overrides = [*args.overrides, *extra]
+    if args.command in ("train", "sft"):
+        # `reinforge train recipe.yaml key=value`: a first argument that is no override names the recipe.
+        if args.overrides and "=" not in args.overrides[0]:
+            if args.recipe is not None:
+                parser.error(f"two recipes: {args.overrides[0]} and --recipe {args.recipe}; give one")
+            args.recipe = args.overrides.pop(0)
+        args.recipe = args.recipe or "default"
     return args
 
 
@@ -111,7 +121,7 @@ def config_from_args(args: argparse.Namespace):
             overrides.append("sft.steps=0")
     if args.output is not None:
         overrides.append(f"trainer.output_dir={args.output}")
-    return load_config(args.recipe, overrides)
+    return load_config(args.recipe or "default", overrides)
 
 
 def config_command(args: argparse.Namespace) -> int:

@@ -69,3 +69,17 @@ def test_leftover_arguments_that_are_not_overrides_are_refused(argv: list[str], 
         parse_args(argv)
     assert exit_.value.code == 2
     assert f"unrecognized arguments: {stray}" in capsys.readouterr().err
+
+
+def test_the_recipe_may_come_first_instead_of_recipe(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("rollout: {group_size: 4}\n")
+    args = parse_args(["train", str(recipe), "algo.lr=2e-5", "--output", "/o"])
+    assert args.recipe == str(recipe) and args.overrides == ["algo.lr=2e-5"]
+    cfg = config_from_args(args)
+    assert cfg.rollout.group_size == 4 and cfg.algo.lr == 2e-5
+    assert parse_args(["sft", "tool-agent"]).recipe == "tool-agent"
+    assert parse_args(["train", "algo.lr=1"]).recipe == "default"  # no recipe named: the default one
+    with pytest.raises(SystemExit):
+        parse_args(["train", str(recipe), "--recipe", "default"])
+    assert "two recipes" in capsys.readouterr().err

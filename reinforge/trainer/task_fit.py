@@ -200,20 +200,41 @@ def taught_texts(task: Task, imitated: bool) -> list[str]:
     return [target] if isinstance(target, str) else [str(m.get("content") or "") for m in target if m.get("role") == "assistant"]
 
 
+def trained_runs(trained: list[bool]) -> list[int]:
+    """Lengths of the runs of trained tokens in an SFT example's mask: one per taught turn."""
+    runs, current = [], 0
+    for flag in [*trained, False]:
+        if flag:
+            current += 1
+        elif current:
+            runs.append(current)
+            current = 0
+    return runs
+
+
 def check_turn_lengths(cfg: Config, env, tasks: Iterable[Task]) -> None:
-    """Exact token counts of every taught turn (one batched encode), each closed by one end-of-turn token."""
+    """Exact token counts of every taught turn (one batched encode), each closed by one end-of-turn token.
+
+    An env that does not say how it writes a demonstration's turns as text (`demonstration_turns`
+    is not part of the Env protocol: a user's own env need not have it) is measured on its own
+    `sft_example`: each run of trained tokens is one turn, its end-of-turn token included."""
     imitated = cfg.sft.steps > 0
+    measured: list[tuple[Task, int]] = []
     owners: list[Task] = []
     texts: list[str] = []
     for task in tasks:
+        if imitated and not hasattr(env, "demonstration_turns"):
+            measured += [(task, n) for n in trained_runs(env.sft_example(task)[1])]
+            continue
         for text in taught_turns(env, task, imitated):
             owners.append(task)
             texts.append(text)
-    if not texts:
+    if texts:
+        measured += [(task, n + 1) for task, n in zip(owners, encoded_lengths(env.tokenizer, texts))]
+    if not measured:
         return
-    lengths = [n + 1 for n in encoded_lengths(env.tokenizer, texts)]
     longest: dict[str, Misfit] = {}
-    for task, length in zip(owners, lengths):
+    for task, length in measured:
         if task.id not in longest or longest[task.id].tokens < length:
             longest[task.id] = Misfit(f"task {task.id}", length)
     for key, budget in demonstration_budgets(cfg):

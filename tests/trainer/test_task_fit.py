@@ -168,3 +168,71 @@ def test_hermes_calls_of_the_tool_agent_recipe_are_refused() -> None:
     check_tasks_fit(fixed, load_tasks(fixed.task, 0))
     compact = load_config("tool-agent", SMALL)  # the recipe as shipped fits
     check_tasks_fit(compact, load_tasks(compact.task, 0))
+
+
+# --------------------------------------------------------------------------- an env of the user's own
+
+PROTOCOL_ONLY_ENV = '''
+from reinforge.envs.chat_format import ChatFormat
+
+
+class EchoEnv:
+    """The Env protocol and nothing more: no demonstration_turns."""
+
+    max_turns = 2
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.chat = ChatFormat(tokenizer)
+        self.stop_token_ids = (self.chat.end_of_turn_id,)
+
+    def prompt_ids(self, task):
+        return self.chat.prompt_ids([{"role": "user", "content": task.prompt}])
+
+    def sft_example(self, task):
+        ids = self.prompt_ids(task)
+        trained = [False] * len(ids)
+        for message in task.demonstration:
+            turn = (self.chat.assistant_ids(message["content"]) if message["role"] == "assistant"
+                    else self.chat.observation_ids([message]))
+            ids += turn
+            trained += [message["role"] == "assistant"] * len(turn)
+        return ids, trained
+
+    def decode_response(self, ids):
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def episode(self):
+        raise AssertionError("no episode runs before any model")
+
+
+def load(cfg, seed):
+    from reinforge.tasks.task import Task
+
+    words = cfg.params["words"]
+    return [
+        Task(id=f"t{i}", prompt=f"say {w}", answer=w,
+             demonstration=[{"role": "assistant", "content": "hm"}, {"role": "user", "content": "go on"},
+                            {"role": "assistant", "content": w}])
+        for i, w in enumerate(words)
+    ]
+'''
+
+
+def test_an_env_without_demonstration_turns_is_measured_on_its_sft_example(tmp_path: Path) -> None:
+    (tmp_path / "echo.py").write_text(PROTOCOL_ONLY_ENV)
+    words = ["a", "b", "c", "d", "e " * 20]  # the last one's second turn is ~40 tokens, the others 2
+    base = ["task.source=./echo.py:load", f"task.params={{words: {words}}}", "task.eval_size=2",
+            "env.type=./echo.py:EchoEnv", "rollout.prompt_format=chat", "sft.steps=10"]
+    message = refused(load_config("default", [*base, "rollout.max_new_tokens=8"]))
+    assert "1 of 5 tasks teach an assistant turn longer than rollout.max_new_tokens=8" in message
+    assert "task t4:" in message
+
+    cfg = load_config("default", [*base, "rollout.max_new_tokens=48"])
+    preflight(cfg)
+    check_tasks_fit(cfg, load_tasks(cfg.task, cfg.trainer.seed))
+
+
+def test_trained_runs_are_the_taught_turns() -> None:
+    assert task_fit.trained_runs([False, True, True, False, False, True, False, True]) == [2, 1, 1]
+    assert task_fit.trained_runs([]) == [] and task_fit.trained_runs([False]) == []
