@@ -112,19 +112,7 @@ def taught_turns(env, task: Task, imitated: bool) -> list[str]:
     when the `exact` verifier needs it written out whole; nothing otherwise."""
     if not imitated:
         return [task.answer] if task.verifier == "exact" and task.answer else []
-    own = getattr(env, "demonstration_turns", None)
-    if own is not None:
-        return own(task)
-    # A user's env need not say it: the trained spans of its warm-up example are those turns.
-    ids, trained = env.sft_example(task)
-    turns, current = [], []
-    for token, is_trained in zip(ids, trained):
-        if is_trained:
-            current.append(token)
-        elif current:
-            turns.append(current)
-            current = []
-    return [env.decode_response(t) for t in [*turns, current] if t]
+    return env.demonstration_turns(task)
 
 
 def encoded_lengths(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[int]:
