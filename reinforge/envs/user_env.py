@@ -63,6 +63,11 @@ def check_user_env(cfg: Config) -> None:
     adapter = _adapter_for(obj)
     if adapter is None:
         raise _shape_error(path, obj)
+    if cfg.rollout.prompt_format == "raw":
+        raise ImportPathError(
+            f"{path} is a {adapter.name}: its episodes are chat turns (the env's replies between the policy's), which "
+            "rollout.prompt_format=raw cannot hold; set rollout.prompt_format=auto or chat"
+        )
     try:
         adapter.check(obj, cfg)
     except AdapterError as err:

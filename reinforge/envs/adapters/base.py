@@ -44,3 +44,10 @@ def public_methods(cls: type) -> list[str]:
 def lacking(obj: Any, names: tuple[str, ...]) -> list[str]:
     """Of `names`, the methods `obj` does not have, written as `name()`."""
     return [f"{n}()" for n in names if not callable(getattr(obj, n, None))]
+
+
+def close_foreign(foreign: object) -> None:
+    """Call the foreign env's `close()` when it has one (gymnasium and SkyRL envs may)."""
+    close = getattr(foreign, "close", None)
+    if callable(close):
+        close()

@@ -16,7 +16,8 @@ The contract: a class, built once per episode as `cls(**env.params)`, with
   env's reply, tokenized once; `reward` (a number) is reported as `info["env_reward"]`, summed
   over the episode: use it with `reward.components: [{name: env, fn: env_reward}]`.
   `terminated` ends the episode (finish reason: the engine's, stop or length); `truncated` ends it
-  as the env's own turn limit (finish reason max_turns). `env.max_turns` caps the episode too.
+  as the env's own turn limit (finish reason max_turns). `env.max_turns` caps the episode too;
+  `close()`, when the env has one, is called when the episode ends by the env or at `env.max_turns`.
   A step that returns no observation but does not end the episode is an error of the env.
 
 The policy's sampled tokens are never re-tokenized; the env sees text, the trainer keeps tokens.
@@ -30,7 +31,7 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from reinforge.config import Config
-from reinforge.envs.adapters.base import AdapterError, EnvAdapter, lacking
+from reinforge.envs.adapters.base import AdapterError, EnvAdapter, close_foreign, lacking
 from reinforge.envs.adapters.chat_text import ChatTextEnv, as_messages, reward_info
 from reinforge.envs.adapters.seeds import seeded_global_rngs, task_seed
 from reinforge.envs.base import StepResult
@@ -84,6 +85,7 @@ class GymEpisode:
     def __init__(self, env: GymTextEnv):
         self.env = env
         self.foreign: Any = None
+        self.steps = 0
 
     def reset(self, task: Task) -> list[int]:
         self.foreign = self.env.cls(**self.env.params)
@@ -93,11 +95,14 @@ class GymEpisode:
 
     def step(self, turn_text: str, finish_reason: str) -> StepResult:
         name = describe(self.env.cls)
+        self.steps += 1
         out = self.foreign.step(turn_text)
         if not (isinstance(out, tuple) and len(out) == 5):
             raise AdapterError(f"{name}.step returned {out!r}; a gym-style step returns (observation, reward, terminated, truncated, info)")
         observation, reward, terminated, truncated, _ = out
         info = reward_info(reward, f"{name}.step")
+        if terminated or truncated or self.steps >= self.env.max_turns:
+            close_foreign(self.foreign)
         if terminated or truncated:
             info["finish_reason"] = finish_reason if terminated else "max_turns"
             return StepResult(done=True, info=info)

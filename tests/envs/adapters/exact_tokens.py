@@ -81,3 +81,19 @@ def run_and_check_exact_tokens(env, tasks, model, tokenizer, group_size=2, max_n
     bound = logit_bound(model, [t.token_ids for t in out])
     assert torch.allclose(recomputed[mask], batch.old_logprobs[mask], atol=bound, rtol=0)
     return out
+
+
+def imitate(model, env, tasks, steps=60, lr=1e-2):
+    """A few supervised steps on the tasks' demonstrations (env.sft_example), so that a tiny model
+    writes what an env reacts to (tool calls) and episodes really have several turns."""
+    from reinforge.trainer.sft import sft_batch, sft_loss
+
+    examples = [env.sft_example(t) for t in tasks]
+    input_ids, attention, target = sft_batch(examples, env.tokenizer.pad_token_id)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        optimizer.zero_grad()
+        sft_loss(model, input_ids, attention, target).backward()
+        optimizer.step()
+    return model.eval()

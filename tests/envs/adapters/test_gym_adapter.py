@@ -17,7 +17,7 @@ ENVS = Path(__file__).parent / "foreign_envs.py"
 
 
 def gym_cfg(name="GuessNumber", *overrides):
-    return load_config("default", [f"env.type={ENVS}:{name}", "env.max_turns=3", *overrides])
+    return load_config("default", [f"env.type={ENVS}:{name}", "env.max_turns=3", "rollout.prompt_format=auto", *overrides])
 
 
 def test_guess_number_episode_in_tokens_and_its_reward(tokenizer) -> None:
