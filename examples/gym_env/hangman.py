@@ -3,9 +3,9 @@
     reset(seed=None, options=None) -> (observation, info)
     step(action: str) -> (observation, reward, terminated, truncated, info)
 
-The player guesses one letter per turn and is shown the word with the letters found so far
-("c_t"); saying the whole word wins (reward 1) and ends the game; a wrong letter or a wrong word
-costs one of `lives`. The word is `options["answer"]` when the caller gives one (reinforge passes
+The player is shown the word's letters in alphabetical order and the word with the letters found
+so far ("c_t"); it guesses one letter per turn, and saying the whole word wins (reward 1) and
+ends the game; a wrong letter or a wrong word costs one of `lives`. The word is `options["answer"]` when the caller gives one (reinforge passes
 the task's answer there), else drawn from WORDS with `seed`.
 """
 
@@ -28,7 +28,8 @@ class Hangman:
         answer = (options or {}).get("answer")
         self.word = answer or random.Random(seed).choice(WORDS)
         self.found, self.left = set(), self.lives
-        return f"Guess the word: {self.pattern()}", {}
+        letters = " ".join(sorted(set(self.word)))
+        return f"Guess the word: {self.pattern()} letters: {letters}", {}
 
     def pattern(self) -> str:
         return "".join(c if c in self.found else "_" for c in self.word)

@@ -2,7 +2,7 @@
 
 Each task's answer is the word (the env reads it from reset's `options`, and evaluation checks
 that the last turn says it). Its demonstration is a game as the warm-up teaches it: guess the
-word's first two letters one by one, read the env's replies, then say the word. The replies are
+letters the prompt lists, one per turn, read the env's replies, then say the revealed word. The replies are
 the env's own (played against Hangman), so the warm-up shows exactly what the env will answer.
 Held-out words are never trained on.
 """
@@ -19,7 +19,7 @@ def scripted_game(word: str) -> list[dict]:
     env = Hangman()
     env.reset(options={"answer": word})
     messages = []
-    for guess in [word[0], word[1], word]:
+    for guess in [*sorted(set(word)), word]:
         reply, *_ = env.step(guess)
         messages.append({"role": "assistant", "content": guess})
         messages.append({"role": "user", "content": reply})

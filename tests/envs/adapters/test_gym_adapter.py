@@ -88,3 +88,9 @@ def test_wrong_params_and_wrong_return_shapes_are_clear(tokenizer) -> None:
     env = build_env(gym_cfg("BadReset"), tokenizer)
     with pytest.raises(ValueError, match=r"reset returned 'hi'; a gym-style reset returns \(observation, info\)"):
         env.episode().reset(Task(id="x", prompt="", answer=""))
+
+
+def test_env_reward_with_a_builtin_env_is_refused_up_front() -> None:
+    cfg = load_config("default", ["reward.components=[{name: env, fn: env_reward}]"])
+    with pytest.raises(ConfigError, match=r"reward.components\[0\] \(env\): env_reward is the env's own reward, which env.type=single_turn"):
+        check_env_config(cfg)
