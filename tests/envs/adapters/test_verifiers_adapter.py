@@ -94,3 +94,12 @@ def test_the_envs_dataset_as_a_task_source() -> None:
     first = splits.train[0]
     assert first.prompt == [{"role": "system", "content": "Answer with a number."}, {"role": "user", "content": "Say 1."}]
     assert first.answer == "1" and first.metadata["example_id"] == 0
+
+
+def test_a_loader_that_returns_no_environment_is_refused(tmp_path) -> None:
+    module = tmp_path / "not_vf.py"
+    module.write_text("def load_environment(size: int = 1):\n    return {'size': size}\n")
+    with pytest.raises(ConfigError, match=r"returned a dict, not a verifiers Environment; a verifiers environment is a load_environment"):
+        check_env_config(load_config("default", [f"env.type={module}:load_environment", "rollout.prompt_format=auto"]))
+    with pytest.raises(ConfigError, match=r"called as load_environment\(\*\*env.params\).*does not fit"):
+        check_env_config(load_config("default", [f"env.type={module}:load_environment", "rollout.prompt_format=auto", "env.params={colour: red}"]))
