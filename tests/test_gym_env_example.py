@@ -13,7 +13,7 @@ from pathlib import Path
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "gym_env"
 FEW_STEPS = [
-    "sft.steps=100", "trainer.steps=3", "eval.every=3", "eval.samples=1", "task.train_size=400",
+    "sft.steps=40", "trainer.steps=3", "eval.every=3", "eval.samples=1", "task.train_size=200",
     "rollout.prompts_per_step=4", "rollout.group_size=4", "telemetry.progress=false", "telemetry.tensorboard=false",
 ]
 
