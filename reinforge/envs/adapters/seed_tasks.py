@@ -1,5 +1,5 @@
 """A task source for envs that make their own problems (`task.source:
-reinforge.envs.adapters.seed_tasks:load`): numbered tasks that only carry a seed.
+reinforge.envs.adapters:seed_tasks`): numbered tasks that only carry a seed.
 
 `task.train_size` training tasks with seeds 0..n-1 and `task.eval_size` held-out tasks with the
 seeds after them (disjoint: evaluation never replays a training problem). Each task's id is

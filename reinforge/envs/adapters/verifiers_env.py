@@ -2,7 +2,7 @@
 
 Supported: verifiers >= 0.2, < 0.4 (the classic `vf.Environment` API: `SingleTurnEnv`,
 `MultiTurnEnv` and subclasses with `env_response`, rubrics of reward functions), installed with
-`pip install 'reinforge[verifiers]'`; tested with 0.3.1. verifiers 0.4 replaced that API (harnesses
+`pip install 'reinforge[verifiers]'`; tested with 0.2.1 and 0.3.1. verifiers 0.4 replaced that API (harnesses
 that call a model server themselves) and is refused with that reason.
 
 The contract: `env.type` names a `load_environment(**kwargs)` function (what a verifiers
