@@ -1,5 +1,8 @@
 """The task source of this example: one task per hidden word, and a scripted player's games.
 
+The words are random three-letter strings ("qzk"), thousands of them: a tiny model could learn a
+few dozen real words by heart, but with these it has to learn the game itself (guess the letters
+the prompt lists, then say the word the replies revealed), which is what held-out words measure.
 Each task's answer is the word (the env reads it from reset's `options`, and evaluation checks
 that the last turn says it). Its demonstration is a game as the warm-up teaches it: guess the
 letters the prompt lists, one per turn, read the env's replies, then say the revealed word. The replies are
@@ -10,8 +13,9 @@ Held-out words are never trained on.
 from __future__ import annotations
 
 import random
+import string
 
-from hangman import WORDS, Hangman
+from hangman import Hangman
 from reinforge.tasks.task import Task, TaskSplits
 
 
@@ -26,16 +30,19 @@ def scripted_game(word: str) -> list[dict]:
     return messages[:-1]  # the game ends on the word: no reply after it
 
 
+def random_words(n: int, rng: random.Random) -> list[str]:
+    words: dict[str, None] = {}
+    while len(words) < n:
+        words["".join(rng.sample(string.ascii_lowercase, 3))] = None
+    return list(words)
+
+
 def load(cfg, seed: int) -> TaskSplits:
-    words = list(WORDS)
-    random.Random(seed).shuffle(words)
-    held_out = cfg.eval_size if cfg.eval_size < len(words) // 2 else len(words) // 4
-    eval_words, train_words = words[:held_out], words[held_out:]
+    words = random_words(cfg.train_size + cfg.eval_size, random.Random(seed))
+    train_words, eval_words = words[: cfg.train_size], words[cfg.train_size :]  # disjoint
 
-    def task(word: str, n: int) -> Task:
+    def task(word: str) -> Task:
         prompt, _ = Hangman().reset(options={"answer": word})
-        return Task(id=f"{word}-{n}", prompt=prompt, answer=word, demonstration=scripted_game(word))
+        return Task(id=word, prompt=prompt, answer=word, demonstration=scripted_game(word))
 
-    # the training words repeated up to task.train_size tasks (a game is short; words are few)
-    train = [task(train_words[n % len(train_words)], n) for n in range(cfg.train_size)]
-    return TaskSplits(train=train, eval=[task(w, 0) for w in eval_words])
+    return TaskSplits(train=[task(w) for w in train_words], eval=[task(w) for w in eval_words])

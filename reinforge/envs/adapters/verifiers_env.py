@@ -31,6 +31,8 @@ request of the rollout becomes one policy turn of reinforge's rollout loop.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import inspect
 import queue
 import signal
@@ -137,13 +139,15 @@ def abandon(channel: Channel, loop: BackgroundLoop, overlong: type) -> None:
     loop.call_soon(cut)
 
 
-def bridge_client(vf: Any, channel: Channel) -> Any:
-    """A verifiers Client whose model is reinforge's policy: each request waits for a turn."""
+@functools.cache
+def policy_turn_client(vf: Any) -> type:
+    """A verifiers Client class whose model is reinforge's policy: each request waits for a turn."""
     from verifiers.types import Response, ResponseMessage
 
     class PolicyTurnClient(vf.Client):
-        def __init__(self) -> None:
+        def __init__(self, channel: Channel) -> None:
             super().__init__(None)
+            self.channel = channel
 
         def setup_client(self, config):  # pragma: no cover - never configured
             return None
@@ -167,8 +171,7 @@ def bridge_client(vf: Any, channel: Channel) -> Any:
             return None
 
         async def get_response(self, prompt, model, sampling_args, tools=None, **kwargs):
-            import asyncio
-
+            channel = self.channel
             if channel.abandoned:
                 raise vf.OverlongPromptError("episode ended by reinforge")
             channel.pending = asyncio.get_running_loop().create_future()
@@ -177,7 +180,7 @@ def bridge_client(vf: Any, channel: Channel) -> Any:
             message = ResponseMessage(content=text, finish_reason=finish_reason, is_truncated=finish_reason == "length")
             return Response(id=uuid.uuid4().hex, created=int(time.time()), model=model, message=message)
 
-    return PolicyTurnClient()
+    return PolicyTurnClient
 
 
 class VerifiersTextEnv(ChatTextEnv):
@@ -209,7 +212,7 @@ async def run_rollout(vf_env: Any, vf: Any, channel: Channel, task: Task) -> Non
     (A function, not a method: the pending coroutine must not keep the episode alive, so that an
     episode the rollout loop drops is collected and its rollout ended by `abandon`.)"""
     try:
-        state = await vf_env.rollout(rollout_input(task, vf_env), bridge_client(vf, channel), "reinforge-policy", {})
+        state = await vf_env.rollout(rollout_input(task, vf_env), policy_turn_client(vf)(channel), "reinforge-policy", {})
         if state.get("error") is None:
             await vf_env.rubric.score_rollout(state)
         channel.requests.put(("done", state))
