@@ -91,7 +91,7 @@ class EnvConfig(Section):
 
     type: str = Field(
         "single_turn",
-        description="single_turn: one response per task; tool: multi-turn episodes with tool calls (chat format); or your own env class by import path ('pkg.module:MyEnv', './env.py:MyEnv'; docs/extending.md).",
+        description="single_turn: one response per task; tool: multi-turn episodes with tool calls (chat format); or your own env class by import path ('pkg.module:MyEnv', './env.py:MyEnv'; docs/extending.md), or a gym / GEM, SkyRL, TRL or verifiers env by import path (docs/adapters.md).",
     )
     params: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of your own env class (env.type given by import path).")
     tools: list[str] = Field(

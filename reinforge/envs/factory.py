@@ -29,6 +29,13 @@ def check_env_config(cfg: Config) -> None:
     """Before any model is loaded: tool names and options (a database or document file that
     cannot be opened fails here), and settings that only mean something for one env type."""
     env = cfg.env
+    for i, component in enumerate(cfg.reward.components):
+        if component.fn == "env_reward" and not is_import_path(env.type):
+            raise ConfigError(
+                f"reward.components[{i}] ({component.name}): env_reward is the env's own reward, which env.type={env.type} "
+                "never reports; name an env by import path (a gym / SkyRL / TRL / verifiers env, or your Env class that "
+                "sets StepResult.info['env_reward']; docs/adapters.md)"
+            )
     if is_import_path(env.type):
         if env.tools:
             raise ConfigError(f"env.tools={env.tools} are the built-in tool env's; your env {env.type} runs its own tools")

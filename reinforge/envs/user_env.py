@@ -6,7 +6,8 @@ The named object is either
   `sft_example(task)`, `decode_response(ids)`, `stop_token_ids`, `max_turns`, `tokenizer`), built
   as `cls(tokenizer, **env.params)`; it works in tokens itself, or
 - an environment of another shape that one of the adapters in `ADAPTERS` recognizes (gym-style
-  text envs, ...): the adapter wraps it into an Env and keeps tokens in, tokens out.
+  text envs, SkyRL text envs, TRL environment classes, verifiers environments; envs.adapters and
+  docs/adapters.md): the adapter wraps it into an Env and keeps tokens in, tokens out.
 
 `check_user_env` runs during validation (before any model is loaded): import, shape and params.
 """
@@ -14,15 +15,15 @@ The named object is either
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
 from reinforge.config import Config
+from reinforge.envs.adapters import ADAPTERS as BUILTIN_ADAPTERS
+from reinforge.envs.adapters.base import AdapterError, EnvAdapter
 from reinforge.envs.base import Env
-from reinforge.import_paths import ImportPathError, check_call, load_object
+from reinforge.import_paths import ImportPathError, check_call, describe, load_object
 
 ENV_METHODS = ("episode", "prompt_ids", "sft_example", "decode_response")
 ENV_CONTRACT = (
@@ -31,18 +32,8 @@ ENV_CONTRACT = (
 )
 
 
-@dataclass(frozen=True)
-class EnvAdapter:
-    """One foreign env shape: `matches(obj)` recognizes it, `build(obj, cfg, tokenizer)` wraps it."""
-
-    name: str
-    matches: Callable[[Any], bool]
-    build: Callable[[Any, Config, PreTrainedTokenizerBase], Env]
-    check: Callable[[Any, Config], None]  # validation before any model (params, optional extras)
-    contract: str
-
-
-ADAPTERS: list[EnvAdapter] = []
+# Tried in order, the first that recognizes the object wins (envs.adapters).
+ADAPTERS: list[EnvAdapter] = list(BUILTIN_ADAPTERS)
 
 
 def is_env_class(obj: Any) -> bool:
@@ -54,9 +45,13 @@ def _adapter_for(obj: Any) -> EnvAdapter | None:
 
 
 def _shape_error(path: str, obj: Any) -> ImportPathError:
-    missing = [m for m in ENV_METHODS if not callable(getattr(obj, m, None))]
-    shapes = "; ".join([ENV_CONTRACT, *(f"or {a.contract}" for a in ADAPTERS)])
-    return ImportPathError(f"{path} has no {', '.join(f'{m}()' for m in missing)}; {shapes}")
+    """What `obj` lacks for each shape it could have had, and each shape's contract."""
+    missing = [f"{m}()" for m in ENV_METHODS if not callable(getattr(obj, m, None))]
+    lines = [f"as a reinforge Env it has no {', '.join(missing)} ({ENV_CONTRACT})"]
+    for adapter in ADAPTERS:
+        lacks = adapter.missing(obj)
+        lines.append(f"as a {adapter.name} it " + (f"has no {', '.join(lacks)}" if lacks else "does not fit") + f" ({adapter.contract})")
+    return ImportPathError(f"{path} ({describe(obj)}) fits no env shape: " + "; ".join(lines))
 
 
 def check_user_env(cfg: Config) -> None:
@@ -68,7 +63,15 @@ def check_user_env(cfg: Config) -> None:
     adapter = _adapter_for(obj)
     if adapter is None:
         raise _shape_error(path, obj)
-    adapter.check(obj, cfg)
+    if cfg.rollout.prompt_format == "raw":
+        raise ImportPathError(
+            f"{path} is a {adapter.name}: its episodes are chat turns (the env's replies between the policy's), which "
+            "rollout.prompt_format=raw cannot hold; set rollout.prompt_format=auto or chat"
+        )
+    try:
+        adapter.check(obj, cfg)
+    except AdapterError as err:
+        raise ImportPathError(f"{path} ({adapter.name}): {err}") from None
 
 
 def build_user_env(cfg: Config, tokenizer: PreTrainedTokenizerBase) -> Env:

@@ -9,6 +9,7 @@ from typing import Any
 from reinforge.import_paths import is_import_path
 from reinforge.rewards.base import RewardFn
 from reinforge.rewards.code_reward import CodeTestsReward, DifficultyWeightedTests
+from reinforge.rewards.env_reward import EnvReward
 from reinforge.rewards.judge import RubricJudge
 from reinforge.rewards.shaping import LengthPenalty, OverlongPenalty
 from reinforge.rewards.verifiers import verify
@@ -61,6 +62,7 @@ REWARD_FUNCTIONS: dict[str, Callable[..., RewardFn]] = {
     "rubric_judge": RubricJudge,
     "code_tests": CodeTestsReward,
     "code_tests_difficulty": DifficultyWeightedTests,
+    "env_reward": EnvReward,
 }
 
 
