@@ -4,9 +4,11 @@
 other workers": the final weights and every logged metric are the same bits, timings aside.
 
 Bitwise, with no tolerance: these are claims that two runs perform the same float operations in
-the same order (the same code, shapes and thread count; a Ray rollout worker runs the engine with
-one thread as the in-process engine does under `trainer.threads=1`, and inherits the driver's
-environment, so the same kernels), and the same operations give the same bits on any CPU. Two
+the same order (the same code, shapes and thread count: a Ray rollout worker runs the engine
+with int(cpus_per_worker) >= 1 threads, which the tests keep equal to the in-process engine's
+`trainer.threads=1`, and inherits the driver's environment, so the same kernels; torch's CPU
+allocator aligns every tensor to 64 bytes, so alignment-dependent BLAS paths agree too), and the
+same operations give the same bits on any CPU. Two
 runs that add in another order (2 learners vs 1) cannot be compared after several steps with any
 fixed tolerance (Adam turns rounding into up to ~lr per weight): they are compared step by step
 from identical states instead (tests/teacher_forcing.py).
