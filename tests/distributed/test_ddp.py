@@ -86,9 +86,11 @@ def train_ranks(rank: int, world_size: int, aggregations=AGGREGATIONS, steps: in
     out = {}
     for agg in aggregations:
         model = build_tiny_llama(tokenizer, "nano", seed=0)
-        learner_cls = DataParallelPolicyLearner if shard_scale == 1 else ScaledShardLearner
-        learner = learner_cls(model, LR, micro_batch_size=2, max_response_tokens=MAX_RESPONSE)
-        learner.shard_scale = shard_scale
+        if shard_scale == 1:
+            learner = DataParallelPolicyLearner(model, LR, micro_batch_size=2, max_response_tokens=MAX_RESPONSE)
+        else:
+            learner = ScaledShardLearner(model, LR, micro_batch_size=2, max_response_tokens=MAX_RESPONSE)
+            learner.shard_scale = shard_scale
         loss_fn = make_policy_objective(algo_for(agg))
         shard = batch.select(shard_rows(len(batch), rank, world_size))
         out[agg] = [recorded_step(learner, batch, loss_fn, shard) for _ in range(steps)]
