@@ -89,6 +89,61 @@ def adam_first_step_bound(start: torch.Tensor, grad_a: torch.Tensor, grad_b: tor
     return lr * (direction + 8 * EPS32) + EPS32 * (start.double().abs() + 2 * lr)
 
 
+def adam_step_bound(
+    start: torch.Tensor, grad_a: torch.Tensor, grad_b: torch.Tensor, lr: float, state: dict | None = None,
+    betas: tuple[float, float] = (0.9, 0.999), adam_eps: float = 1e-8,
+) -> torch.Tensor:
+    """Elementwise bound on |w_a - w_b| after one Adam(W) step from the same weights `start` and the
+    same optimizer `state` (this parameter's entry of an optimizer state dict: step, exp_avg,
+    exp_avg_sq, as before the step; None or empty for the first step) with gradients `grad_a`
+    and `grad_b` that differ only by float noise (checked separately with gradient_bound).
+
+    Step t (Kingma & Ba 2015, Algorithm 1; AdamW's decay scales both starts the same way) is
+    w - lr * f(g) with, from the shared history m = exp_avg, v = exp_avg_sq,
+        f(g) = M(g) / (S(g) + eps),  M(g) = (b1 m + (1 - b1) g) / c1,  S(g) = sqrt((b2 v + (1 - b2) g^2) / c2),
+    c1 = 1 - b1^t, c2 = 1 - b2^t. Its sensitivity to g (generalizing adam_first_step_bound's
+    eps / (|g| + eps)^2; at t = 1, m = v = 0, that tighter exact form is used):
+        f'(g) = (1 - b1) / (c1 (S + eps)) - M S' / (S + eps)^2,  S' = (1 - b2) g / (c2 S),
+    and S >= sqrt((1 - b2) / c2) |g| gives |S'| <= sqrt((1 - b2) / c2). On the segment between g_a
+    and g_b, S is smallest where |g| is (S_min: at g = 0 if the signs differ) and |M| largest at an
+    end (M is linear in g), so
+        |f(g_a) - f(g_b)| <= |g_a - g_b| * ((1 - b1) / (c1 (S_min + eps)) + max|M| sqrt((1 - b2) / c2) / (S_min + eps)^2),
+    and never more than |f(g_a)| + |f(g_b)|. The history m, v makes S_min large for an entry whose
+    past gradients were large, so after the first step noise in a near-zero gradient moves its
+    weight much less than the up-to-2 * lr of the first step; where the history is small as well,
+    the bound says so. Add the rounding of the update: on each side under 16 roundings of
+    u = EPS32 / 2 (moment updates, square root, bias corrections, eps, division, step size), so
+    16 * EPS32 * lr * max(|f|, 1) for both; and of the stored weight: w - s_a and w - s_b rounded
+    to nearest differ by at most |s_a - s_b| plus one ulp of the result, and one ulp of x is at
+    most EPS32 * |x| <= EPS32 * (|w| + 2 lr max(|f|, 1)). (A one-ulp difference can come close to
+    this last term, so measured ratios near 1 are expected where the step itself is noise-free.)
+    A wrong step (wrong gradient, sign, moments, step count or lr) moves entries with |g| >> eps
+    by a good fraction of lr, far above this bound there.
+    """
+    if not state or "exp_avg" not in state:
+        return adam_first_step_bound(start, grad_a, grad_b, lr, adam_eps)
+    b1, b2 = betas
+    t = int(state["step"]) + 1
+    c1, c2 = 1 - b1**t, 1 - b2**t
+    m, v = state["exp_avg"].double(), state["exp_avg_sq"].double()
+    ga, gb = grad_a.double(), grad_b.double()
+
+    def moment(g):  # M(g)
+        return (b1 * m + (1 - b1) * g) / c1
+
+    def size(g):  # S(g)
+        return ((b2 * v + (1 - b2) * g * g) / c2).sqrt()
+
+    f_a, f_b = moment(ga) / (size(ga) + adam_eps), moment(gb) / (size(gb) + adam_eps)
+    same_sign = (ga.sign() * gb.sign()) > 0
+    s_min = size(torch.where(same_sign, torch.minimum(ga.abs(), gb.abs()), torch.zeros_like(ga))) + adam_eps
+    m_max = torch.maximum(moment(ga).abs(), moment(gb).abs())
+    slope = (1 - b1) / (c1 * s_min) + m_max * math.sqrt((1 - b2) / c2) / s_min**2
+    direction = torch.minimum((ga - gb).abs() * slope, f_a.abs() + f_b.abs())
+    step = torch.clamp(torch.maximum(f_a.abs(), f_b.abs()), min=1.0)
+    return lr * (direction + 16 * EPS32 * step) + EPS32 * (start.double().abs() + 2 * lr * step)
+
+
 def assert_adam_steps_agree(start: torch.nn.Module, a: torch.nn.Module, b: torch.nn.Module, lr: float) -> None:
     """`a` and `b` took one Adam(W) step from `start`'s weights with gradients that differ only by
     float noise (their .grad, checked separately with gradient_bound): their weights differ by no

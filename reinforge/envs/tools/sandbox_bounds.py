@@ -56,17 +56,18 @@ def _counter(text: str, key: str) -> int:
     return 0
 
 
-def _cgroup_dirs() -> tuple[str | None, dict[str, str]]:
-    """(our cgroup v2 directory or None, {v1 controller: our directory in its hierarchy})."""
+def _cgroup_dirs(mountinfo: str = "/proc/self/mountinfo", membership: str = "/proc/self/cgroup") -> tuple[str | None, dict[str, str]]:
+    """(our cgroup v2 directory or None, {v1 controller: our directory in its hierarchy}), from the
+    mount table and this process's cgroup membership (parameters: so tests can hand in fake ones)."""
     mounts: list[tuple[str, str, str, set[str]]] = []  # (root, mount point, fstype, super options)
-    with open("/proc/self/mountinfo") as f:
+    with open(mountinfo) as f:
         for line in f:
             left, _, right = line.partition(" - ")
             fields, tail = left.split(), right.split()
             if len(fields) >= 5 and len(tail) >= 3 and tail[0] in ("cgroup", "cgroup2"):
                 mounts.append((fields[3], fields[4], tail[0], set(tail[2].split(","))))
     v2_path, v1_paths = None, {}
-    with open("/proc/self/cgroup") as f:
+    with open(membership) as f:
         for line in f:
             hierarchy, controllers, path = line.rstrip("\n").split(":", 2)
             if hierarchy == "0" and controllers == "":
@@ -332,17 +333,23 @@ def detect() -> tuple[type[CallBounds], tuple]:
     global _detected, _detected_args
     with _detect_lock:
         if _detected is None:
-            _detected, _detected_args = CallBounds, ()
             try:
                 v2, v1 = _cgroup_dirs()
             except OSError:
                 v2, v1 = None, {}
-            if v2 is not None and _v2_delegated(v2) and _probe(lambda m, p: CgroupV2Bounds(m, p, v2)):
-                _detected, _detected_args = CgroupV2Bounds, (v2,)
-            elif "memory" in v1 and "pids" in v1 and _probe(
-                    lambda m, p: CgroupV1Bounds(m, p, v1["memory"], v1["pids"])):
-                _detected, _detected_args = CgroupV1Bounds, (v1["memory"], v1["pids"])
+            _detected, _detected_args = choose(v2, v1)
         return _detected, _detected_args
+
+
+def choose(v2: str | None, v1: dict[str, str]) -> tuple[type[CallBounds], tuple]:
+    """The best bounds that work under these cgroup directories (see `_cgroup_dirs`): cgroup v2
+    where memory and pids reach its children, else cgroup v1 with both controllers, else the
+    budget; each cgroup kind only if a probe call can really make, limit and join one."""
+    if v2 is not None and _v2_delegated(v2) and _probe(lambda m, p: CgroupV2Bounds(m, p, v2)):
+        return CgroupV2Bounds, (v2,)
+    if "memory" in v1 and "pids" in v1 and _probe(lambda m, p: CgroupV1Bounds(m, p, v1["memory"], v1["pids"])):
+        return CgroupV1Bounds, (v1["memory"], v1["pids"])
+    return CallBounds, ()
 
 
 def _v2_delegated(directory: str) -> bool:
