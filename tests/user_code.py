@@ -1,0 +1,38 @@
+"""A user's project directory for tests of code named by import path: files written in a temp
+dir, the current directory moved there (as a user runs `reinforge train` from their project), and
+everything the resolver added (sys.path entries, import roots, the user's modules) undone after."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from reinforge import import_paths
+
+
+class UserProject:
+    def __init__(self, root: Path):
+        self.dir = root
+
+    def write(self, relative: str, source: str) -> Path:
+        path = self.dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+        return path
+
+
+@pytest.fixture
+def user_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    root = tmp_path / "project"
+    root.mkdir()
+    monkeypatch.chdir(root)
+    saved_path, saved_roots = list(sys.path), list(import_paths._roots)
+    yield UserProject(root)
+    sys.path[:] = saved_path
+    import_paths._roots[:] = saved_roots
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
+            del sys.modules[name]
