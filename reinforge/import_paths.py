@@ -44,6 +44,7 @@ SYNTAX_HINT = "an import path is 'package.module:name' or './file.py:name'"
 _FILE_MODULE_PREFIX = "reinforge_user_"  # the module name of a file loaded by path
 _lock = threading.RLock()
 _roots: list[str] = []  # directories this process put on sys.path for user code, in order
+_by_file: dict[str, Any] = {}  # resolved file path -> the module loaded from it by path
 
 
 class ImportPathError(ValueError):
@@ -150,6 +151,14 @@ def _import_module(name: str) -> Any:
                 sys.path.append(root)
         importlib.invalidate_caches()  # a file written since the last import (a notebook, a test) is found
         try:
+            if name not in sys.modules:
+                # The file was loaded by path already ('./x.py:f' elsewhere in the config): the same
+                # module, not a second copy whose module-level code (a registration) runs twice.
+                spec = importlib.util.find_spec(name)
+                loaded = _by_file.get(os.path.realpath(spec.origin)) if spec is not None and spec.origin else None
+                if loaded is not None:
+                    sys.modules[name] = loaded
+                    return loaded
             return importlib.import_module(name)
         except ModuleNotFoundError as err:
             if err.name is not None and (name == err.name or name.startswith(err.name + ".")):
@@ -174,6 +183,9 @@ def _import_file(path: Path) -> Any:
     with _lock:
         if name in sys.modules:
             return sys.modules[name]
+        imported = _module_of_file(path)  # imported by module name already: the same module, once
+        if imported is not None:
+            return imported
         add_import_root(path.parent)  # the file's own imports of its sibling modules
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
@@ -183,7 +195,17 @@ def _import_file(path: Path) -> Any:
         except (Exception, SystemExit):  # noqa: BLE001 - any error of the user's module body (not Ctrl-C)
             del sys.modules[name]
             raise ImportPathError(f"importing {path} failed: {_last_lines()}") from None
+        _by_file[str(path)] = module
         return module
+
+
+def _module_of_file(path: Path) -> Any | None:
+    """A module already imported from the file `path` (resolved), if any."""
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and file.endswith(path.name) and os.path.realpath(file) == str(path):
+            return module
+    return None
 
 
 def _last_lines() -> str:

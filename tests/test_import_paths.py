@@ -120,6 +120,24 @@ def test_the_same_file_named_twice_is_one_module_imported_once(user_project) -> 
     assert (user_project.dir / "once.log").read_text() == "imported\n"
 
 
+@pytest.mark.parametrize("first", ["module", "file"])
+def test_a_file_named_by_module_path_and_by_file_path_is_one_module(user_project, first: str) -> None:
+    # Its module-level code (a registration, a counter) must run once, whichever spelling comes first.
+    user_project.write("both_ways.py", """
+        from pathlib import Path
+
+        Path(__file__).with_suffix(".log").open("a").write("imported\\n")
+
+        def score(task, trajectory):
+            return 1.0
+    """)
+    spellings = ["both_ways:score", "./both_ways.py:score"]
+    if first == "file":
+        spellings.reverse()
+    assert load_object(spellings[0]) is load_object(spellings[1])
+    assert (user_project.dir / "both_ways.log").read_text() == "imported\n"
+
+
 def test_a_module_that_failed_to_import_is_imported_again_once_fixed(user_project) -> None:
     user_project.write("fixed_later.py", "raise RuntimeError('not yet')\n")
     assert "not yet" in error_of("./fixed_later.py:score")
@@ -169,8 +187,9 @@ def test_a_missing_name_lists_what_the_module_defines(user_project) -> None:
     assert "has no attribute 'scor'" in message and "it defines: Scorer, score" in message
     assert "json" not in message.split("it defines:")[1]  # imported, not defined there
     assert str(user_project.dir / "typo_rewards.py") in message  # which file was found (a shadowing module shows)
-    file_message = error_of("./typo_rewards.py:scor")
-    assert f"{user_project.dir / 'typo_rewards.py'} has no attribute 'scor'" in file_message
+    user_project.write("typo_file.py", SCORE)
+    file_message = error_of("./typo_file.py:scor")
+    assert f"{user_project.dir / 'typo_file.py'} has no attribute 'scor'" in file_message
     # An int has no namespace to list.
     assert error_of("typo_rewards:Scorer.Inner.LIMIT.x").endswith("Scorer.Inner.LIMIT has no attribute 'x'")
 

@@ -29,10 +29,12 @@ def user_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     root = tmp_path / "project"
     root.mkdir()
     monkeypatch.chdir(root)
-    saved_path, saved_roots = list(sys.path), list(import_paths._roots)
+    saved_path, saved_roots, saved_files = list(sys.path), list(import_paths._roots), dict(import_paths._by_file)
     yield UserProject(root)
     sys.path[:] = saved_path
     import_paths._roots[:] = saved_roots
+    import_paths._by_file.clear()
+    import_paths._by_file.update(saved_files)
     for name, module in list(sys.modules.items()):
         if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
             del sys.modules[name]
