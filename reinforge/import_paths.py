@@ -10,9 +10,11 @@ tool, an advantage estimator, a policy loss, a verifier), it also takes an impor
                              the current directory); made absolute when the config is loaded
     /abs/path/file.py:name   a file
 
-`name` may be dotted (`module:Class.method`). The same string is imported again by reward worker
-processes, Ray workers and data-parallel learners, so a part never has to be picklable: the
-directories this process added to sys.path are handed to them (`import_roots`).
+`name` may be dotted (`module:Class.method`). A file is one module however it is named (by module
+path or by file path, in any spelling), so its module-level code (a registration) runs once. The
+same string is imported again by reward worker processes, Ray workers and data-parallel learners,
+so a part never has to be picklable: the directories this process added to sys.path are handed to
+them (`import_roots`). Import errors name the user's file and line, not the import machinery.
 
 This module only finds objects; each kind checks the shape of what it found (a reward must be
 callable with (task, trajectory), an env must have episode(), ...) where that kind lives.

@@ -11,6 +11,13 @@ calls run at once, on any node.
 Stateful reward functions (those with `state_dict`, e.g. `code_tests_difficulty`, whose weights
 learn from every call) stay in-process: their state must be one, and checkpointed with the run.
 
+A user's reward named by import path is imported in every actor from the trainer's import roots
+(its current directory and the recipe's, `reinforge.import_paths`), whatever the actor's own
+working directory. Every actor reports at start whether it built every component: one that
+cannot (the user's module does not import on its node) stops the pool there with its error
+(`RewardWorkerStartError`, which the trainer turns into a config error naming the component),
+and every actor is killed, so none is left behind.
+
 Nothing hangs: every call waits at most `timeout_s`; a worker that does not answer in time is
 killed and replaced (the call fails, and the scorer records it on the sample as any reward error).
 A worker that died is replaced once and the call retried; if the replacement fails too, the call
