@@ -70,7 +70,7 @@ reward:
 """
 
 RUN = [
-    "model.preset=nano", "task.train_size=40", "task.eval_size=4", "sft.steps=0", "trainer.steps=2",
+    "model.preset=nano", "task.train_size=40", "task.eval_size=4", "sft.steps=0", "trainer.steps=1",
     "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.every=100",
     "eval.samples=1", "trainer.checkpoint_every=0", "telemetry.progress=false", "telemetry.tensorboard=false",
     "telemetry.wandb='off'", "workers.timeout_s=120", "workers.cpus_per_worker=0.5",
@@ -130,11 +130,49 @@ def test_user_rewards_run_on_two_ray_reward_workers_as_in_worker_processes(ray_s
         assert {"reward/close/mean", "reward/letters/mean", "reward/longest/mean"} <= step.keys()
         assert step["reward_errors"] == 0.0
     assert rewards["ray"] == pytest.approx(rewards["processes"], abs=1e-9)
-    assert len(rewards["ray"]) == 2
+    assert len(rewards["ray"]) == 1
     # Each ran away from the trainer: in its worker processes, then in the two Ray actors.
     assert pids["processes"] and pids["ray"] and os.getpid() not in pids["processes"] | pids["ray"]
     assert not pids["processes"] & pids["ray"] and len(pids["ray"]) <= 2
     assert wait_until_none_left() == []  # the run closed its actors
+
+
+MOODY = """
+    import math
+    import time
+
+
+    def moody(task, trajectory):
+        text = trajectory.response_text
+        if text == "raise":
+            raise ValueError("this reward refuses the word 'raise'")
+        if text == "hang":
+            time.sleep(3600)
+        return {"nan": math.nan, "none": None}.get(text, float(len(text)))
+"""
+
+
+def test_a_user_reward_that_raises_hangs_or_returns_a_non_number_on_ray_is_counted(ray_session, user_project) -> None:
+    from reinforge.rollout.trajectory import single_turn_trajectory
+    from reinforge.tasks.task import Task
+
+    user_project.write("moody_ray.py", MOODY)
+    scorer = build_ray_scorer([("mine", "moody_ray:moody", 1.0, {}), ("correct", "verifier", 1.0, {})], 1,
+                              call_timeout_s=2, start_timeout_s=120, cpus_per_worker=0.5, timeout_s=2,
+                              max_error_fraction=1.0, workers=2)
+    try:
+        batch = [single_turn_trajectory("sum", [1], [2], [-0.1], text, "stop", i)
+                 for i, text in enumerate(["5", "raise", "hang", "nan", "none"])]
+        metrics = scorer.score({"sum": Task(id="sum", prompt="2+3=", answer="5")}, batch)
+    finally:
+        scorer.close()
+    assert [t.reward_failures for t in batch] == [
+        {}, {"mine": "raised"}, {"mine": "timeout"}, {"mine": "not_a_number"}, {"mine": "not_a_number"},
+    ]
+    assert batch[0].rewards == {"mine": 1.0, "correct": 1.0}
+    assert "this reward refuses the word 'raise'" in batch[1].errors[0]
+    assert metrics["reward_failed/mine/not_a_number"] == 2.0 and metrics["reward_failed/mine/timeout"] == 1.0
+    assert not any(k.startswith("reward_failed/correct") for k in metrics)
 
 
 SECOND_IMPORTER_FAILS = """
