@@ -1,5 +1,5 @@
 """A user's policy loss and advantage estimator with `workers.learners=2`: the follower learner (a
-spawned process) imports the loss from the module found only in the user's project directory,
+spawned process) imports the loss from a module found only beside the user's recipe,
 and the run makes the same update as with one learner; a follower that cannot import the loss
 stops the run at its start with the import error."""
 
@@ -57,18 +57,29 @@ RUN = [
     "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=8", "eval.every=100",
     "eval.samples=1", "trainer.checkpoint_every=0", "telemetry.progress=false", "telemetry.tensorboard=false",
     "telemetry.wandb='off'", "workers.timeout_s=120", "algo.micro_batch_size=2",
-    "algo.advantage=ddp_user_algos:centered", "algo.policy_loss=ddp_user_algos:doubled_ppo",
-    "reward.components=[{name: letters, fn: 'ddp_user_algos:letter_share'}]",
 ]
+
+RECIPE = """
+algo:
+  advantage: ddp_user_algos:centered
+  policy_loss: ddp_user_algos:doubled_ppo
+reward:
+  components:
+    - {name: letters, fn: "ddp_user_algos:letter_share"}
+"""
 
 
 def test_a_user_loss_and_estimator_with_two_learners_match_one_learner(user_project, tmp_path) -> None:
-    user_project.write("ddp_user_algos.py", ALGOS)  # importable from the current directory only
-    log = user_project.dir / "loss_calls.log"
+    # The module lives beside the recipe, not in the current directory: only the recipe's
+    # directory (an import root) leads the follower process to it.
+    user_project.write("recipes/ddp_user_algos.py", ALGOS)
+    recipe = user_project.write("recipes/exp.yaml", RECIPE)
+    log = user_project.dir / "recipes" / "loss_calls.log"
     runs, pids = {}, {}
     for learners in (1, 2):
         log.write_text("")
-        runs[learners] = run_training(load_config("default", [*RUN, f"workers.learners={learners}", f"trainer.output_dir={tmp_path / str(learners)}"]))
+        cfg = load_config(str(recipe), [*RUN, f"workers.learners={learners}", f"trainer.output_dir={tmp_path / str(learners)}"])
+        runs[learners] = run_training(cfg)
         pids[learners] = {int(line) for line in log.read_text().split()}
     one, two = runs[1], runs[2]
     assert pids[1] == {os.getpid()}
