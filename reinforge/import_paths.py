@@ -108,12 +108,15 @@ def load_object(spec: str) -> Any:
     """The object an import path names; ImportPathError saying what failed otherwise."""
     spec = spec.strip()
     file_match, module_match = _FILE_PATH.match(spec), _MODULE_PATH.match(spec)
-    if file_match is not None:
-        module, attr = _import_file(Path(file_match["file"])), file_match["attr"]
-    elif module_match is not None:
-        module, attr = _import_module(module_match["module"]), module_match["attr"]
-    else:
+    if file_match is None and module_match is None:
         raise ImportPathError(f"{spec!r} is not an import path: {SYNTAX_HINT}")
+    try:
+        if file_match is not None:
+            module, attr = _import_file(Path(file_match["file"])), file_match["attr"]
+        else:
+            module, attr = _import_module(module_match["module"]), module_match["attr"]
+    except ImportPathError as err:  # the path as written, then what failed
+        raise ImportPathError(f"{spec!r}: {err}") from None
     target: Any = module
     for i, part in enumerate(attr.split(".")):
         if not hasattr(target, part):

@@ -170,6 +170,7 @@ def test_import_roots_start_with_the_current_directory_then_added_ones(user_proj
 
 def test_a_missing_module_says_where_it_looked(user_project) -> None:
     message = error_of("no_such_user_module.sub:score")
+    assert message.startswith("'no_such_user_module.sub:score': cannot import module 'no_such_user_module.sub'")  # the path as written
     assert "no module named 'no_such_user_module'" in message
     assert str(user_project.dir.resolve()) in message and "PYTHONPATH" in message
 
@@ -198,6 +199,7 @@ def test_a_syntax_error_names_the_file_and_line(user_project) -> None:
     user_project.write("broken_syntax.py", "x = 1\ndef f(:\n    pass\n")
     for spec in ("broken_syntax:f", "./broken_syntax.py:f"):
         message = error_of(spec)
+        assert message.startswith(f"{spec!r}: importing ")
         assert "SyntaxError" in message and f"{user_project.dir.resolve() / 'broken_syntax.py'}:2" in message
 
 

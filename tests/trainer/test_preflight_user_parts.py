@@ -178,7 +178,7 @@ def test_reward_function_with_params_class_and_group_reward(project) -> None:
     ("{name: mine, fn: 'user_parts:BrokenInit'}", "raised RuntimeError: no model file"),
     ("{name: mine, fn: 'user_parts:PARTS_MISSING'}", "has no attribute 'PARTS_MISSING'"),
     ("{name: mine, fn: 'user_parts:centered'}", "signature (inputs) does not fit"),  # an estimator, not a reward
-    ("{name: mine, fn: 'user_parts_absent:score'}", "no module named 'user_parts_absent'"),
+    ("{name: mine, fn: 'user_parts_absent:score'}", "'user_parts_absent:score': cannot import module 'user_parts_absent'"),
 ])
 def test_a_wrong_reward_is_a_config_error_naming_the_component(project, component: str, expected: str) -> None:
     message = config_error(rewards("{name: correct, fn: verifier}", component))
