@@ -79,6 +79,10 @@ PARTS = """
         return [Task(id=f"t{i}", prompt=f"{i}=", answer=str(i), verifier="user_parts:no_such_verifier") for i in range(4)]
 
 
+    def tasks_with_a_one_argument_verifier(cfg, seed):
+        return [Task(id=f"t{i}", prompt=f"{i}=", answer=str(i), verifier="user_parts:only_task") for i in range(4)]
+
+
     def load_without_seed(cfg):
         return []
 
@@ -195,6 +199,19 @@ def test_task_source_function_returning_tasks_with_a_user_verifier(project) -> N
     assert verify(task, f"so it is {task.answer}") == 1.0 and verify(task, "no idea") == 0.0
 
 
+def test_jsonl_tasks_naming_a_user_verifier(project) -> None:
+    import json
+
+    lines = [{"prompt": f"{i}+1=", "answer": str(i + 1), "verifier": "user_parts:ends_with_answer"} for i in range(6)]
+    project.write("tasks.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
+    cfg = check("task.source=jsonl", f"task.path={project.dir / 'tasks.jsonl'}", "task.eval_size=2")
+    task = load_tasks(cfg.task, seed=0).train[0]
+    assert task.verifier == "user_parts:ends_with_answer" and verify(task, f"= {task.answer}") == 1.0
+    project.write("bad.jsonl", json.dumps({"prompt": "1=", "answer": "1", "verifier": "user_parts:only_task"}) + "\n")
+    with pytest.raises(ConfigError, match=r"bad.jsonl:1: verifier user_parts:only_task: its signature \(task\) does not fit"):
+        check("task.source=jsonl", f"task.path={project.dir / 'bad.jsonl'}")
+
+
 def test_task_source_module_with_load_and_check(project) -> None:
     cfg = check("task.source=user_task_module:load", "task.eval_size=2")  # its load function
     assert len(load_tasks(cfg.task, seed=0).eval) == 2
@@ -222,6 +239,9 @@ def test_a_wrong_task_source_is_a_config_error_naming_task_source(project, monke
         pipeline.run_training(cfg)  # stops before any model (the model factories fail this test)
     cfg = check("task.source=user_parts:tasks_with_a_wrong_verifier", "task.eval_size=2")
     with pytest.raises(ConfigError, match=r"task 't\d'.*verifier='user_parts:no_such_verifier'.*has no attribute 'no_such_verifier'"):
+        load_tasks(cfg.task, seed=0)
+    cfg = check("task.source=user_parts:tasks_with_a_one_argument_verifier", "task.eval_size=2")
+    with pytest.raises(ConfigError, match=r"verifier='user_parts:only_task'\): verifier user_parts:only_task: its signature \(task\) does not fit"):
         load_tasks(cfg.task, seed=0)
 
 
