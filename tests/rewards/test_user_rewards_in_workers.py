@@ -109,6 +109,41 @@ def test_a_non_number_is_counted_in_threads_too(user_project) -> None:
     assert metrics["reward_failed/mine/not_a_number"] == 1.0
 
 
+GROUP = """
+    import math
+
+    from reinforge.rewards.user_rewards import group_reward
+
+
+    @group_reward
+    def spread(task, trajectories):
+        first = trajectories[0].response_text
+        if first == "scalar":
+            return 1.0
+        if first == "nan":
+            return [math.nan] + [1.0] * (len(trajectories) - 1)
+        return [float(i) for i in range(len(trajectories))]
+"""
+
+
+def test_a_group_reward_with_a_non_number_fails_its_whole_group(user_project) -> None:
+    user_project.write("group_rewards.py", GROUP)
+    built, group = build_component("group_rewards:spread", {})
+    assert group
+    scorer = RewardScorer([NamedReward("spread", built, 1.0, group=True, spec=("group_rewards:spread", {}))],
+                          isolation="process", workers=1, max_error_fraction=1.0)
+    try:
+        batch = [traj(text, group_id=g) for g, texts in enumerate((["scalar", "a"], ["nan", "b"], ["ok", "c"])) for text in texts]
+        metrics = scorer.score(TASKS, batch)
+    finally:
+        scorer.close()
+    assert [t.reward_failures for t in batch] == [{"spread": "not_a_number"}] * 4 + [{}, {}]
+    assert [t.rewards["spread"] for t in batch[4:]] == [0.0, 1.0]
+    assert metrics["reward_failed/spread/not_a_number"] == 4.0
+    assert "returned float 1.0 where one score per sample (a list of 2) is expected" in batch[0].errors[0]
+    assert "its score 0 returned nan, not a finite number" in batch[2].errors[0]
+
+
 def test_the_user_reward_really_runs_in_the_worker_processes(user_project) -> None:
     user_project.write("where_rewards.py", MOODY)
     fn, _ = build_component("where_rewards:where", {})
