@@ -164,8 +164,11 @@ def test_a_user_reward_that_raises_hangs_or_returns_a_non_number_on_ray_is_count
         batch = [single_turn_trajectory("sum", [1], [2], [-0.1], text, "stop", i)
                  for i, text in enumerate(["5", "raise", "hang", "nan", "none"])]
         metrics = scorer.score({"sum": Task(id="sum", prompt="2+3=", answer="5")}, batch)
+        # The marker reaches the actor processes (what the no-process-left checks rely on).
+        assert reward_worker_processes(SESSION_MARKER) != []
     finally:
         scorer.close()
+    assert wait_until_none_left() == []
     assert [t.reward_failures for t in batch] == [
         {}, {"mine": "raised"}, {"mine": "timeout"}, {"mine": "not_a_number"}, {"mine": "not_a_number"},
     ]
