@@ -43,10 +43,10 @@ _FILE_PATH = re.compile(r"^(?P<file>[^:]+\.py):(?P<attr>[A-Za-z_][\w.]*)$")
 _MODULE_PATH = re.compile(r"^(?P<module>[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*):(?P<attr>[A-Za-z_][\w.]*)$")
 SYNTAX_HINT = "an import path is 'package.module:name' or './file.py:name'"
 
-_FILE_MODULE_PREFIX = "reinforge_user_"  # the module name of a file loaded by path
+FILE_MODULE_PREFIX = "reinforge_user_"  # module names of files loaded by path
+_by_file: dict[str, Any] = {}  # resolved file path -> the module loaded from it by path
 _lock = threading.RLock()
 _roots: list[str] = []  # directories this process put on sys.path for user code, in order
-_by_file: dict[str, Any] = {}  # resolved file path -> the module loaded from it by path
 
 
 class ImportPathError(ValueError):
@@ -130,7 +130,7 @@ def _module_label(module: Any) -> str:
     """A module as an error names it: a file by its path; a module by name and file, which shows a
     module of the same name found elsewhere on sys.path (an installed package shadowing the user's)."""
     file = getattr(module, "__file__", None)
-    if module.__name__.startswith(_FILE_MODULE_PREFIX) or file is None:
+    if module.__name__.startswith(FILE_MODULE_PREFIX) or file is None:
         return file or module.__name__
     return f"module {module.__name__} ({file})"
 
@@ -184,7 +184,7 @@ def _import_file(path: Path) -> Any:
     # objects defined there unpickle in it; the hash keeps two `rewards.py` of two projects apart.
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
     stem = re.sub(r"\W", "_", path.stem)
-    name = f"{_FILE_MODULE_PREFIX}{stem}_{digest}"
+    name = f"{FILE_MODULE_PREFIX}{stem}_{digest}"
     with _lock:
         if name in sys.modules:
             return sys.modules[name]
