@@ -106,7 +106,7 @@ def test_a_file_imports_its_sibling_modules(user_project, tmp_path: Path) -> Non
 
 def test_the_same_file_named_twice_is_one_module_imported_once(user_project) -> None:
     user_project.write("sub/.keep", "")
-    user_project.write("once.py", """
+    user_project.write("ip_once.py", """
         from pathlib import Path
 
         Path(__file__).with_suffix(".log").open("a").write("imported\\n")
@@ -114,16 +114,16 @@ def test_the_same_file_named_twice_is_one_module_imported_once(user_project) -> 
         def score(task, trajectory):
             return 1.0
     """)
-    first = load_object("./once.py:score")
-    again = load_object(f"{user_project.dir / 'sub' / '..' / 'once.py'}:score")
+    first = load_object("./ip_once.py:score")
+    again = load_object(f"{user_project.dir / 'sub' / '..' / 'ip_once.py'}:score")
     assert first is again
-    assert (user_project.dir / "once.log").read_text() == "imported\n"
+    assert (user_project.dir / "ip_once.log").read_text() == "imported\n"
 
 
 @pytest.mark.parametrize("first", ["module", "file"])
 def test_a_file_named_by_module_path_and_by_file_path_is_one_module(user_project, first: str) -> None:
     # Its module-level code (a registration, a counter) must run once, whichever spelling comes first.
-    user_project.write("both_ways.py", """
+    user_project.write("ip_both_ways.py", """
         from pathlib import Path
 
         Path(__file__).with_suffix(".log").open("a").write("imported\\n")
@@ -131,18 +131,18 @@ def test_a_file_named_by_module_path_and_by_file_path_is_one_module(user_project
         def score(task, trajectory):
             return 1.0
     """)
-    spellings = ["both_ways:score", "./both_ways.py:score"]
+    spellings = ["ip_both_ways:score", "./ip_both_ways.py:score"]
     if first == "file":
         spellings.reverse()
     assert load_object(spellings[0]) is load_object(spellings[1])
-    assert (user_project.dir / "both_ways.log").read_text() == "imported\n"
+    assert (user_project.dir / "ip_both_ways.log").read_text() == "imported\n"
 
 
 def test_a_module_that_failed_to_import_is_imported_again_once_fixed(user_project) -> None:
-    user_project.write("fixed_later.py", "raise RuntimeError('not yet')\n")
-    assert "not yet" in error_of("./fixed_later.py:score")
-    user_project.write("fixed_later.py", SCORE)
-    assert load_object("./fixed_later.py:score")(None, None) == 1.0
+    user_project.write("ip_fixed_later.py", "raise RuntimeError('not yet')\n")
+    assert "not yet" in error_of("./ip_fixed_later.py:score")
+    user_project.write("ip_fixed_later.py", SCORE)
+    assert load_object("./ip_fixed_later.py:score")(None, None) == 1.0
 
 
 def test_paths_in_a_config_tree_are_made_absolute_and_nothing_else(tmp_path: Path) -> None:
@@ -213,8 +213,8 @@ def test_an_exception_at_import_names_the_file_and_line(user_project) -> None:
 
 
 def test_a_module_that_exits_at_import_is_an_error_not_an_exit(user_project) -> None:
-    user_project.write("exits.py", "import sys\nsys.exit(2)\n")
-    assert "SystemExit" in error_of("./exits.py:f")
+    user_project.write("ip_exits.py", "import sys\nsys.exit(2)\n")
+    assert "SystemExit" in error_of("./ip_exits.py:f")
 
 
 def test_a_missing_file(user_project) -> None:
@@ -230,10 +230,10 @@ def test_not_an_import_path(spec: str) -> None:
 
 
 def test_resolve_part_takes_a_builtin_name_or_an_import_path(user_project) -> None:
-    user_project.write("part_mod.py", SCORE)
+    user_project.write("ip_part_mod.py", SCORE)
     builtins = {"one": 1, "two": 2}
     assert resolve_part("two", builtins, "widget") == 2
-    assert resolve_part("part_mod:score", builtins, "widget")(None, None) == 1.0
+    assert resolve_part("ip_part_mod:score", builtins, "widget")(None, None) == 1.0
     with pytest.raises(ImportPathError, match=r"unknown widget 'three'; built-in: one, two; or name your own"):
         resolve_part("three", builtins, "widget")
 

@@ -24,8 +24,17 @@ class UserProject:
         return path
 
 
+def forget_modules_under(directory: Path) -> None:
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(str(directory)):
+            del sys.modules[name]
+
+
 @pytest.fixture
-def user_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def user_project(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    # A module of the same name that another test imported from its own temp dir must not stand in
+    # for this project's (`import rewards` would find it in sys.modules).
+    forget_modules_under(tmp_path_factory.getbasetemp())
     root = tmp_path / "project"
     root.mkdir()
     monkeypatch.chdir(root)
@@ -35,6 +44,4 @@ def user_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     import_paths._roots[:] = saved_roots
     import_paths._by_file.clear()
     import_paths._by_file.update(saved_files)
-    for name, module in list(sys.modules.items()):
-        if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
-            del sys.modules[name]
+    forget_modules_under(tmp_path)

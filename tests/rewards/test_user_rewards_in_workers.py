@@ -66,8 +66,8 @@ def user_scorer(path: str, **limits) -> RewardScorer:
 
 @pytest.mark.parametrize("spelling", ["module", "file"])
 def test_a_user_reward_runs_in_a_worker_process_and_its_failures_are_counted_like_a_builtin(user_project, spelling) -> None:
-    user_project.write("moody_rewards.py", MOODY)
-    path = "moody_rewards:moody" if spelling == "module" else f"{user_project.dir / 'moody_rewards.py'}:moody"
+    user_project.write("uw_moody_rewards.py", MOODY)
+    path = "uw_moody_rewards:moody" if spelling == "module" else f"{user_project.dir / 'uw_moody_rewards.py'}:moody"
     scorer = user_scorer(path, isolation="process", workers=2, timeout_s=1.0, max_error_fraction=1.0)
     try:
         scorer.start()
@@ -98,8 +98,8 @@ def test_a_user_reward_runs_in_a_worker_process_and_its_failures_are_counted_lik
 
 
 def test_a_non_number_is_counted_in_threads_too(user_project) -> None:
-    user_project.write("moody_threads.py", MOODY)
-    scorer = user_scorer("moody_threads:moody", isolation="thread", max_error_fraction=1.0)
+    user_project.write("uw_moody_threads.py", MOODY)
+    scorer = user_scorer("uw_moody_threads:moody", isolation="thread", max_error_fraction=1.0)
     try:
         batch = [traj("inf"), traj("5")]
         metrics = scorer.score(TASKS, batch)
@@ -127,10 +127,10 @@ GROUP = """
 
 
 def test_a_group_reward_with_a_non_number_fails_its_whole_group(user_project) -> None:
-    user_project.write("group_rewards.py", GROUP)
-    built, group = build_component("group_rewards:spread", {})
+    user_project.write("uw_group_rewards.py", GROUP)
+    built, group = build_component("uw_group_rewards:spread", {})
     assert group
-    scorer = RewardScorer([NamedReward("spread", built, 1.0, group=True, spec=("group_rewards:spread", {}))],
+    scorer = RewardScorer([NamedReward("spread", built, 1.0, group=True, spec=("uw_group_rewards:spread", {}))],
                           isolation="process", workers=1, max_error_fraction=1.0)
     try:
         batch = [traj(text, group_id=g) for g, texts in enumerate((["scalar", "a"], ["nan", "b"], ["ok", "c"])) for text in texts]
@@ -145,9 +145,9 @@ def test_a_group_reward_with_a_non_number_fails_its_whole_group(user_project) ->
 
 
 def test_the_user_reward_really_runs_in_the_worker_processes(user_project) -> None:
-    user_project.write("where_rewards.py", MOODY)
-    fn, _ = build_component("where_rewards:where", {})
-    scorer = RewardScorer([NamedReward("pid", fn, 1.0, spec=("where_rewards:where", {}))], isolation="process", workers=2)
+    user_project.write("uw_where_rewards.py", MOODY)
+    fn, _ = build_component("uw_where_rewards:where", {})
+    scorer = RewardScorer([NamedReward("pid", fn, 1.0, spec=("uw_where_rewards:where", {}))], isolation="process", workers=2)
     try:
         scorer.start()
         workers = set(scorer.worker_pids())
@@ -172,9 +172,9 @@ def test_a_reward_the_workers_cannot_import_stops_the_run_at_start(user_project,
     dependency = types.ModuleType("trainer_only_dependency")
     dependency.VALUE = 1.0
     monkeypatch.setitem(sys.modules, "trainer_only_dependency", dependency)
-    user_project.write("needs_trainer.py", TRAINER_ONLY)
+    user_project.write("uw_needs_trainer.py", TRAINER_ONLY)
     cfg = load_config("default", [
-        'reward.components=[{name: correct, fn: verifier}, {name: mine, fn: "needs_trainer:score"}]',
+        'reward.components=[{name: correct, fn: verifier}, {name: mine, fn: "uw_needs_trainer:score"}]',
         "reward.workers=2",
     ])
     launched: list = []
@@ -191,6 +191,6 @@ def test_a_reward_the_workers_cannot_import_stops_the_run_at_start(user_project,
     message = str(err.value)
     assert message.startswith("reward.components[1] (mine): a reward worker process cannot build reward component 'mine'")
     assert "No module named 'trainer_only_dependency'" in message
-    assert f"{user_project.dir.resolve() / 'needs_trainer.py'}:2" in message  # the import line
+    assert f"{user_project.dir.resolve() / 'uw_needs_trainer.py'}:2" in message  # the import line
     assert "Traceback" not in message  # the error, not a wall of worker traceback
     assert len(launched) == 2 and all(p.poll() is not None for p in launched)  # both killed and reaped
