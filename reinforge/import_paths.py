@@ -10,9 +10,11 @@ tool, an advantage estimator, a policy loss, a verifier), it also takes an impor
                              the current directory); made absolute when the config is loaded
     /abs/path/file.py:name   a file
 
-`name` may be dotted (`module:Class.method`). The same string is imported again by reward worker
-processes, Ray workers and data-parallel learners, so a part never has to be picklable: the
-directories this process added to sys.path are handed to them (`import_roots`).
+`name` may be dotted (`module:Class.method`). A file is one module however it is named (by module
+path or by file path, in any spelling), so its module-level code (a registration) runs once. The
+same string is imported again by reward worker processes, Ray workers and data-parallel learners,
+so a part never has to be picklable: the directories this process added to sys.path are handed to
+them (`import_roots`). Import errors name the user's file and line, not the import machinery.
 
 An object handed over from Python (`reinforge.train(reward_fns=[fn])`) is named by a string too,
 so it takes the same code path: `reinforge.api.objects` names it by its import path when it has
@@ -32,6 +34,7 @@ import inspect
 import os
 import re
 import sys
+import sysconfig
 import threading
 import traceback
 from collections.abc import Mapping
@@ -45,6 +48,8 @@ _FILE_PATH = re.compile(r"^(?P<file>[^:]+\.py):(?P<attr>[A-Za-z_][\w.]*)$")
 _MODULE_PATH = re.compile(r"^(?P<module>[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*):(?P<attr>[A-Za-z_][\w.]*)$")
 SYNTAX_HINT = "an import path is 'package.module:name' or './file.py:name'"
 
+FILE_MODULE_PREFIX = "reinforge_user_"  # module names of files loaded by path
+_by_file: dict[str, Any] = {}  # resolved file path -> the module loaded from it by path
 _lock = threading.RLock()
 _roots: list[str] = []  # directories this process put on sys.path for user code, in order
 _bound: dict[str, Any] = {}  # name -> object handed over from Python (bind_object)
@@ -114,9 +119,12 @@ def absolute_file_path(spec: Any, base_dir: str | os.PathLike) -> Any:
     if not isinstance(spec, str):
         return spec
     match = _FILE_PATH.match(spec)
-    if match is None or Path(match["file"]).is_absolute():
+    if match is None:
         return spec
-    return f"{(Path(base_dir) / match['file']).resolve()}:{match['attr']}"
+    file = Path(match["file"]).expanduser()
+    if file.is_absolute():
+        return spec
+    return f"{(Path(base_dir) / file).resolve()}:{match['attr']}"
 
 
 def absolute_file_paths(tree: Any, base_dir: str | os.PathLike) -> Any:
@@ -142,44 +150,71 @@ def load_object(spec: str) -> Any:
             "module level and name it by import path ('package.module:name' or './file.py:name')"
         )
     file_match, module_match = _FILE_PATH.match(spec), _MODULE_PATH.match(spec)
-    if file_match is not None:
-        module, attr = _import_file(Path(file_match["file"])), file_match["attr"]
-    elif module_match is not None:
-        module, attr = _import_module(module_match["module"]), module_match["attr"]
-    else:
+    if file_match is None and module_match is None:
         raise ImportPathError(f"{spec!r} is not an import path: {SYNTAX_HINT}")
+    try:
+        if file_match is not None:
+            module, attr = _import_file(Path(file_match["file"])), file_match["attr"]
+        else:
+            module, attr = _import_module(module_match["module"]), module_match["attr"]
+    except ImportPathError as err:  # the path as written, then what failed
+        raise ImportPathError(f"{spec!r}: {err}") from None
     target: Any = module
     for i, part in enumerate(attr.split(".")):
         if not hasattr(target, part):
-            owner = module.__name__ if i == 0 else ".".join(attr.split(".")[:i])
+            owner = _module_label(module) if i == 0 else ".".join(attr.split(".")[:i])
             raise ImportPathError(f"{spec!r}: {owner} has no attribute {part!r}{_defined_here(target)}")
         target = getattr(target, part)
     return target
 
 
+def _module_label(module: Any) -> str:
+    """A module as an error names it: a file by its path; a module by name and file, which shows a
+    module of the same name found elsewhere on sys.path (an installed package shadowing the user's)."""
+    file = getattr(module, "__file__", None)
+    if module.__name__.startswith(FILE_MODULE_PREFIX) or file is None:
+        return file or module.__name__
+    return f"module {module.__name__} ({file})"
+
+
 def _defined_here(namespace: Any) -> str:
-    names = [n for n, v in vars(namespace).items() if not n.startswith("_") and (callable(v) or inspect.ismodule(v))]
-    own = [n for n in names if getattr(vars(namespace)[n], "__module__", None) == getattr(namespace, "__name__", None)]
+    """'; it defines: a, b' for the public functions, classes and modules of `namespace` (those
+    defined in it first), to spot a typo."""
+    try:
+        members = dict(vars(namespace))
+    except TypeError:  # no __dict__ (an int, a slotted object): nothing worth listing
+        return ""
+    names = [n for n, v in members.items() if not n.startswith("_") and (callable(v) or inspect.ismodule(v))]
+    own = [n for n in names if getattr(members[n], "__module__", None) == getattr(namespace, "__name__", None)]
     shown = own or names
     return f"; it defines: {', '.join(sorted(shown)[:20])}" if shown else ""
 
 
 def _import_module(name: str) -> Any:
     with _lock:
-        for root in import_roots():
+        roots = import_roots()
+        for root in roots:
             if root not in sys.path:
                 sys.path.append(root)
+        importlib.invalidate_caches()  # a file written since the last import (a notebook, a test) is found
         try:
+            if name not in sys.modules:
+                # The file was loaded by path already ('./x.py:f' elsewhere in the config): the same
+                # module, not a second copy whose module-level code (a registration) runs twice.
+                spec = importlib.util.find_spec(name)
+                loaded = _by_file.get(os.path.realpath(spec.origin)) if spec is not None and spec.origin else None
+                if loaded is not None:
+                    sys.modules[name] = loaded
+                    return loaded
             return importlib.import_module(name)
         except ModuleNotFoundError as err:
             if err.name is not None and (name == err.name or name.startswith(err.name + ".")):
                 raise ImportPathError(
-                    f"cannot import module {name!r}: no module named {err.name!r} (looked in the current directory "
-                    f"{Path.cwd()}, the recipe's directory and sys.path); run from your project's directory, "
-                    "add it to PYTHONPATH, or `pip install -e` it"
+                    f"cannot import module {name!r}: no module named {err.name!r} (looked in {', '.join(roots)} "
+                    "and sys.path); run from your project's directory, add it to PYTHONPATH, or `pip install -e` it"
                 ) from None
             raise ImportPathError(f"importing {name!r} failed: {_last_lines()}") from None
-        except Exception:  # noqa: BLE001 - any error raised by the user's module body
+        except (Exception, SystemExit):  # noqa: BLE001 - any error raised by the user's module body
             raise ImportPathError(f"importing {name!r} failed: {_last_lines()}") from None
 
 
@@ -195,24 +230,51 @@ def _import_file(path: Path) -> Any:
     with _lock:
         if name in sys.modules:
             return sys.modules[name]
+        imported = _module_of_file(path)  # imported by module name already: the same module, once
+        if imported is not None:
+            return imported
         add_import_root(path.parent)  # the file's own imports of its sibling modules
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
-        except BaseException:
+        except (Exception, SystemExit):  # noqa: BLE001 - any error of the user's module body (not Ctrl-C)
             del sys.modules[name]
             raise ImportPathError(f"importing {path} failed: {_last_lines()}") from None
+        _by_file[str(path)] = module
         return module
 
 
+def _module_of_file(path: Path) -> Any | None:
+    """A module already imported from the file `path` (resolved), if any."""
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and file.endswith(path.name) and os.path.realpath(file) == str(path):
+            return module
+    return None
+
+
 def _last_lines() -> str:
-    """The error and where in the user's code it was raised (not the whole import machinery)."""
+    """The error and where in the user's code it was raised (not the whole import machinery): the
+    innermost line of the user's own code, and the line that raised when that is elsewhere (in a
+    library the user's code called)."""
     kind, err, tb = sys.exc_info()
-    frames = [f for f in traceback.extract_tb(tb) if "importlib" not in f.filename]
-    where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    if isinstance(err, SyntaxError) and err.filename:  # the place is the error's, not a frame's
+        return f"{kind.__name__}: {err.msg} ({err.filename}:{err.lineno})"
+    frames = [f for f in traceback.extract_tb(tb) if "importlib" not in f.filename and f.filename != __file__]
+    own = [f for f in frames if _is_user_file(f.filename)]
+    places = [f"at {f.filename}:{f.lineno}" for f in (own[-1:] + frames[-1:])]
+    where = f" ({', raised in '.join(dict.fromkeys(places))})" if places else ""
     return f"{kind.__name__}: {err}{where}"
+
+
+def _is_user_file(filename: str) -> bool:
+    """Not the standard library's, an installed package's or frozen code."""
+    if filename.startswith("<"):
+        return False
+    library_dirs = {sysconfig.get_path(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return not any(d and filename.startswith(d + os.sep) for d in library_dirs)
 
 
 def resolve_part(name: str, builtins: Mapping[str, T], kind: str) -> T | Any:

@@ -12,6 +12,11 @@ State the loop restores on rank 0 after the learner exists (a resumed run's opti
 weights) reaches the followers with the first batch: rank 0 sends its weights, optimizer state and
 version once, so every rank starts the first update from the same state.
 
+A user's policy loss named by import path (`algo.policy_loss`) is imported again in each follower,
+from the trainer's import roots (current directory, the recipe's directory): a follower first
+builds the objective and reports back, so one that cannot (the user's module does not import
+there) stops the run at its start with the import error, before the process group forms.
+
 Nothing hangs: every collective runs under the process group's timeout (`workers.timeout_s`). A
 follower that dies leaves rank 0 waiting at most that long, then the run stops with the error; a
 training process that dies leaves the followers waiting that long, then they exit. A clean end
@@ -23,14 +28,16 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing as mp
 import signal
+from multiprocessing.connection import Connection
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from transformers import AutoModelForCausalLM, PretrainedConfig
 
-from reinforge.config import AlgoConfig
+from reinforge.config import AlgoConfig, ConfigError
 from reinforge.distributed.ddp import DataParallelPolicyLearner, free_port, init_distributed, shard_rows
+from reinforge.import_paths import import_roots, use_import_roots
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.policy_learner import LossFn
 from reinforge.trainer.policy_objective import make_policy_objective
@@ -47,6 +54,7 @@ class FollowerSpec:
     algo: AlgoConfig
     threads: int
     timeout_s: float
+    roots: list[str] = dataclasses.field(default_factory=import_roots)  # where the trainer imports user code from
 
 
 class DriverLearner(DataParallelPolicyLearner):
@@ -87,19 +95,28 @@ def serve_follower(learner: DataParallelPolicyLearner, loss_fn: LossFn) -> int:
         steps += 1
 
 
-def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec) -> None:
-    """Entry point of a follower process (spawned: it imports reinforge afresh, inherits nothing)."""
+def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec, report: Connection) -> None:
+    """Entry point of a follower process (spawned: it imports reinforge afresh, inherits nothing).
+    It builds the objective first and sends None, or why it cannot, on `report`."""
     # Ctrl-C (and a SIGTERM sent to the whole process group) reach the followers too; rank 0 then
     # stops after its step with a checkpoint and stops the followers itself, so a follower must
     # not die of them mid-update. If rank 0 dies instead, the broken connection ends the follower.
     for stop_signal in (signal.SIGINT, signal.SIGTERM):
         signal.signal(stop_signal, signal.SIG_IGN)
     torch.set_num_threads(spec.threads)
+    use_import_roots(spec.roots)
+    try:
+        loss_fn = make_policy_objective(spec.algo)
+    except Exception as err:  # noqa: BLE001 - any error building the user's loss: rank 0 reports it
+        report.send(str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}")
+        return
+    report.send(None)
+    report.close()
     init_distributed(rank, world_size, port, timeout_s=spec.timeout_s)
     try:
         model = AutoModelForCausalLM.from_config(spec.model_config)  # weights come from rank 0
         learner = DataParallelPolicyLearner(model, **spec.learner_kwargs)
-        serve_follower(learner, make_policy_objective(spec.algo))
+        serve_follower(learner, loss_fn)
     finally:
         dist.destroy_process_group()
 
@@ -113,18 +130,43 @@ class LearnerGroup:
         self.spec = spec
         port = free_port()
         context = mp.get_context("spawn")  # fork would copy this process's threads (and Ray's)
-        self.followers = [
-            context.Process(target=follower_main, args=(rank, world_size, port, spec), daemon=True, name=f"learner-rank-{rank}")
-            for rank in range(1, world_size)
-        ]
+        self.followers, reports = [], []
+        for rank in range(1, world_size):
+            reader, writer = context.Pipe(duplex=False)
+            self.followers.append(context.Process(
+                target=follower_main, args=(rank, world_size, port, spec, writer), daemon=True, name=f"learner-rank-{rank}",
+            ))
+            reports.append((reader, writer))
         for process in self.followers:
             process.start()
+        for _, writer in reports:
+            writer.close()  # each follower holds its own end: its exit reads as EOF here
         try:
+            for rank, (reader, _) in enumerate(reports, start=1):
+                self._wait_started(rank, reader)
             init_distributed(0, world_size, port, timeout_s=spec.timeout_s)
             self.learner = DriverLearner(model, **spec.learner_kwargs)
         except BaseException:
             self._kill()
             raise
+
+    def _wait_started(self, rank: int, reader: Connection) -> None:
+        """Until follower `rank` has built its objective; a ConfigError saying why it cannot."""
+        process = self.followers[rank - 1]
+        if not reader.poll(self.spec.timeout_s):
+            raise RuntimeError(f"data-parallel learner rank {rank} did not start within workers.timeout_s={self.spec.timeout_s:g} s")
+        try:
+            error = reader.recv()
+        except EOFError:
+            process.join(timeout=10)
+            raise RuntimeError(f"data-parallel learner rank {rank} exited during start-up (exit code {process.exitcode})") from None
+        finally:
+            reader.close()
+        if error is not None:
+            raise ConfigError(
+                f"algo.policy_loss: data-parallel learner rank {rank} (a process of its own, importing from "
+                f"{', '.join(self.spec.roots)}) cannot build the policy objective: {error}"
+            )
 
     def _kill(self) -> None:
         for process in self.followers:

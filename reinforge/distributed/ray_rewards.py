@@ -11,6 +11,13 @@ calls run at once, on any node.
 Stateful reward functions (those with `state_dict`, e.g. `code_tests_difficulty`, whose weights
 learn from every call) stay in-process: their state must be one, and checkpointed with the run.
 
+A user's reward named by import path is imported in every actor from the trainer's import roots
+(its current directory and the recipe's, `reinforge.import_paths`), whatever the actor's own
+working directory. Every actor reports at start whether it built every component: one that
+cannot (the user's module does not import on its node) stops the pool there with its error
+(`RewardWorkerStartError`, which the trainer turns into a config error naming the component),
+and every actor is killed, so none is left behind.
+
 Nothing hangs: every call waits at most `timeout_s`; a worker that does not answer in time is
 killed and replaced (the call fails, and the scorer records it on the sample as any reward error).
 A worker that died is replaced once and the call retried; if the replacement fails too, the call
@@ -29,7 +36,7 @@ from typing import Any
 from reinforge.distributed.ray_cluster import import_ray, start_ray
 from reinforge.distributed.ray_engine import LOGS_HINT, WorkerError, WorkerTimeoutError
 from reinforge.import_paths import import_roots
-from reinforge.rewards.call_errors import RewardTimeout, RewardWorkerDied
+from reinforge.rewards.call_errors import RewardTimeout, RewardWorkerDied, RewardWorkerStartError
 from reinforge.rewards.process_pool import ProcessCallPool
 from reinforge.rewards.reward_calls import RewardCall
 from reinforge.rewards.scorer import NamedReward, RewardScorer
@@ -39,17 +46,43 @@ log = logging.getLogger(__name__)
 
 class RewardWorker:
     """The actor body: every reward component built from (name, fn, params), called by name; a
-    user's function named by import path is imported here from the trainer's `roots`."""
+    user's function named by import path is imported here from the trainer's `roots`.
+
+    A component that cannot be built here (the user's module does not import on this worker) does
+    not kill the actor: its error is kept and returned by `start_error`, which the pool asks every
+    actor at start, so the run stops there with that message instead of a Ray traceback."""
 
     def __init__(self, specs: list[tuple[str, str, dict[str, Any]]], roots: list[str] = ()):
         from reinforge.import_paths import use_import_roots
         from reinforge.rewards.builtin import build_component
 
         use_import_roots(list(roots))
+        self.roots = list(roots)
         self.fns: dict[str, Any] = {}
         self.groups: dict[str, bool] = {}
+        self.failure: tuple[str, str] | None = None  # (component, error)
         for name, fn, params in specs:
-            self.fns[name], self.groups[name] = build_component(fn, params)
+            try:
+                self.fns[name], self.groups[name] = build_component(fn, params)
+            except Exception as err:  # noqa: BLE001 - any error building a reward: reported, not raised
+                # An ImportPathError already says what failed and where; other errors need their type.
+                self.failure = (name, str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}")
+                return
+
+    def start_error(self) -> tuple[str, str] | None:
+        """(component, why this worker cannot build it, with where it looked for user code), or
+        None when every component is built."""
+        if self.failure is None:
+            return None
+        import socket
+
+        name, error = self.failure
+        return name, (
+            f"a Ray reward worker (node {socket.gethostname()}, pid {os.getpid()}, working directory {os.getcwd()}) "
+            f"cannot build reward component {name!r}: {error}. The workers import user code from the trainer's "
+            f"directories ({', '.join(self.roots) or 'none'}) and their own sys.path; on another node the code "
+            "must be there too (at the same path, or installed with pip)"
+        )
 
     def describe(self) -> dict[str, dict[str, Any]]:
         return {
@@ -64,10 +97,16 @@ class RewardWorker:
         }
 
     def call(self, name: str, task: Any, item: Any) -> Any:
+        self._check_started()
         return self.fns[name](task, item)
 
     def call_batch(self, name: str, tasks: list, trajectories: list) -> list[float]:
+        self._check_started()
         return self.fns[name].score_batch(tasks, trajectories)
+
+    def _check_started(self) -> None:
+        if self.failure is not None:  # a replacement that could not build what the first workers did
+            raise RuntimeError(self.start_error()[1])
 
     def pid(self) -> int:
         return os.getpid()
@@ -102,10 +141,30 @@ class RewardWorkerPool:
         self._roots = import_roots()  # where the trainer imports user code from: the actors import it there too
         self._actors = [self._actor_class.remote(specs, self._roots) for _ in range(num_workers)]
         try:
-            self.description: dict[str, dict[str, Any]] = self._run(0, "describe", (), fresh=True)
+            self._start_all()
+            self.description: dict[str, dict[str, Any]] = self._run(0, "describe", ())
         except BaseException:
             self.close()
             raise
+
+    def _start_all(self) -> None:
+        """Wait until every actor has built every component: one that cannot (a user's module that
+        does not import there) stops the run now, with its error, not at its first call."""
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        try:
+            errors = self.ray.get([actor.start_error.remote() for actor in self._actors], timeout=self.start_timeout_s)
+        except GetTimeoutError:
+            raise WorkerTimeoutError(
+                f"the {len(self._actors)} reward workers did not start within workers.timeout_s={self.start_timeout_s:g} s "
+                f"(importing and building the reward functions); {LOGS_HINT}"
+            ) from None
+        except RayActorError as err:
+            raise WorkerError(f"a reward worker died while starting (importing and building the reward functions); {LOGS_HINT}. Cause: {err}") from None
+        failed = next((e for e in errors if e is not None), None)
+        if failed is not None:
+            raise RewardWorkerStartError(*failed)
+        self._started.extend(self._actors)
 
     def call(self, method: str, *args: Any) -> Any:
         """Run on a free actor, waiting for one: an actor runs one call at a time, so a call's
@@ -117,23 +176,22 @@ class RewardWorkerPool:
         finally:
             self._free.put(worker)
 
-    def _run(self, worker: int, method: str, args: tuple, fresh: bool = False) -> Any:
+    def _run(self, worker: int, method: str, args: tuple) -> Any:
         from ray.exceptions import GetTimeoutError, RayActorError, WorkerCrashedError
 
         for attempt in (0, 1):
             actor = self._actors[worker]
-            timeout = self.start_timeout_s if fresh else self.timeout_s
+            timeout = self.timeout_s
             try:
-                if not fresh and actor not in self._started:
+                if actor not in self._started:
                     # A replacement imports and builds first: that gets the start deadline, and
                     # the call itself the call deadline, as on any other actor.
-                    self.ray.get(actor.pid.remote(), timeout=self.start_timeout_s)
+                    timeout = self.start_timeout_s
+                    self.ray.get(actor.pid.remote(), timeout=timeout)
                     self._started.append(actor)
+                    timeout = self.timeout_s
                 ref = getattr(actor, method).remote(*args)
-                value = self.ray.get(ref, timeout=timeout)
-                if fresh:
-                    self._started.append(actor)
-                return value
+                return self.ray.get(ref, timeout=timeout)
             except GetTimeoutError:
                 self._replace(worker, actor)  # stuck: kill it, so the next call gets a working one
                 raise WorkerTimeoutError(

@@ -11,7 +11,9 @@ call as it ends, so each call is timed on its own, from the previous answer:
   worker is started;
 - a worker that dies: the running call fails with `worker_died`, the rest are resent likewise;
 - a worker that cannot start (a reward that fails to build, a missing module): every waiting call
-  fails with that traceback, instead of waiting for a worker that never comes.
+  fails with that traceback, instead of waiting for a worker that never comes. `start()` starts
+  the workers ahead of the first call and raises `RewardWorkerStartError` instead, which is how a
+  run stops at its start when a worker cannot import a user's reward.
 
 Workers are fresh interpreters (`python -c`, not a fork of the trainer and its OpenMP threads), in
 their own session so a kill takes their children too. They die with the trainer (Linux death
@@ -33,7 +35,14 @@ import weakref
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
-from reinforge.rewards.call_errors import RewardCallError, RewardRaised, RewardTimeout, RewardWorkerDied
+from reinforge.rewards.call_errors import (
+    CALL_ERRORS,
+    RewardCallError,
+    RewardRaised,
+    RewardTimeout,
+    RewardWorkerDied,
+    RewardWorkerStartError,
+)
 from reinforge.rewards.reward_calls import RewardCall
 
 START_TIMEOUT_S = 120.0  # a fresh interpreter importing the reward functions, on a busy machine
@@ -127,6 +136,39 @@ class ProcessCallPool:
             pass
         for conn in (worker.reader, worker.writer):
             conn.close()
+
+    def start(self) -> None:
+        """Start every worker and wait until each has built the reward functions; one that cannot
+        raises RewardWorkerStartError naming the component and the error (no worker is left)."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the reward worker pool is closed")
+            while len(self._workers) < self.num_workers:
+                self._workers.append(self._launch())
+            try:
+                for worker in self._workers:
+                    self._wait_ready(worker)
+            except BaseException:
+                workers, self._workers = self._workers, []
+                for worker in workers:
+                    self._kill(worker)
+                raise
+
+    def _wait_ready(self, worker: _Worker) -> None:
+        while not worker.ready:
+            left = worker.launched + self.start_timeout_s - time.monotonic()
+            try:
+                if left <= 0 or not worker.reader.poll(left):
+                    raise RewardWorkerStartError("", f"a reward worker process did not start within {self.start_timeout_s:g} s")
+                message = pickle.loads(worker.reader.recv_bytes())
+            except (EOFError, OSError):
+                code = worker.process.wait(timeout=10)
+                raise RewardWorkerStartError("", f"a reward worker process exited during start-up (exit status {code})") from None
+            if message[0] == "failed":
+                _, _, component, error = message
+                what = f"reward component {component!r}" if component else "the reward functions"
+                raise RewardWorkerStartError(component, f"a reward worker process cannot build {what}: {error}")
+            worker.ready = message[0] == "ready"
 
     def worker_pids(self) -> list[int]:
         return [w.process.pid for w in self._workers]
@@ -224,7 +266,8 @@ class ProcessCallPool:
             outcomes[running.index] = value
         else:
             type_name, text, tb = value
-            outcomes[running.index] = RewardRaised(f"reward {self._label(running.call)}: {type_name}: {text}", tb)
+            # A failure with a reason of its own (a non-number) keeps it; any other exception is `raised`.
+            outcomes[running.index] = CALL_ERRORS.get(type_name, RewardRaised)(f"reward {self._label(running.call)}: {type_name}: {text}", tb)
         worker.call_started = time.monotonic()  # the next call of the chunk starts now
         return 1
 

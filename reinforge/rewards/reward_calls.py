@@ -13,9 +13,12 @@ to a worker process; the reward functions are built there from their (fn, params
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from reinforge.rewards.call_errors import RewardNotANumber
 
 METHODS: tuple[str, ...] = ("call", "batch", "verify")
 
@@ -33,7 +36,7 @@ def execute(fns: Mapping[str, Callable], call: RewardCall) -> float | list[float
         from reinforge.rewards.verifiers import verify
 
         task, response = call.args
-        return float(verify(task, response))
+        return as_score(verify(task, response), "the verifier")
     fn = fns[call.component]
     if call.method == "batch":
         tasks, trajectories = call.args
@@ -41,12 +44,33 @@ def execute(fns: Mapping[str, Callable], call: RewardCall) -> float | list[float
     if call.method == "call":
         task, item = call.args
         value = fn(task, item)
-        return _one_per_sample(value, len(item)) if isinstance(item, list) else float(value)
+        return _one_per_sample(value, len(item)) if isinstance(item, list) else as_score(value, "it")
     raise ValueError(f"unknown reward call method {call.method!r}; valid: {', '.join(METHODS)}")
 
 
 def _one_per_sample(values: Any, expected: int) -> list[float]:
-    values = [float(v) for v in values]
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise RewardNotANumber(f"it returned {_shown(values)} where one score per sample (a list of {expected}) is expected")
+    values = [as_score(v, f"its score {i}") for i, v in enumerate(values)]
     if len(values) != expected:
         raise ValueError(f"reward returned {len(values)} scores for {expected} samples")
     return values
+
+
+def as_score(value: Any, what: str) -> float:
+    """`value` as a float; RewardNotANumber (a counted failure) for None, a string, nan or inf.
+    A bool, a numpy number or a 0-d tensor is a number."""
+    if isinstance(value, (str, bytes)) or value is None:
+        raise RewardNotANumber(f"{what} returned {_shown(value)}, not a number")
+    try:
+        score = float(value)
+    except (TypeError, ValueError):
+        raise RewardNotANumber(f"{what} returned {_shown(value)}, not a number") from None
+    if not math.isfinite(score):
+        raise RewardNotANumber(f"{what} returned {score}, not a finite number")
+    return score
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"

@@ -4,7 +4,7 @@ It is a fresh interpreter (never a fork of the trainer, whose torch/OpenMP threa
 inherit in a broken state). Protocol over two pipes, each message a pickle:
 
     parent -> worker   {"sys_path": [...], "components": {name: spec}}   once
-    worker -> parent   ("ready", pid) | ("failed", traceback)
+    worker -> parent   ("ready", pid) | ("failed", traceback, component, error)
     parent -> worker   [(call_id, pickled RewardCall), ...]              a chunk, run in order
     worker -> parent   ("result", call_id, True, value) | ("result", call_id, False, (type, message, traceback))
                                                                          one per call, as each ends
@@ -37,15 +37,28 @@ def die_with_parent() -> None:
         pass
 
 
+class ComponentBuildError(Exception):
+    """A component that cannot be built here; says which, and why."""
+
+    def __init__(self, component: str, error: str):
+        super().__init__(f"{component}: {error}")
+        self.component, self.error = component, error
+
+
 def build_components(specs: dict) -> dict:
     from reinforge.rewards.builtin import build_component
 
     fns = {}
     for name, spec in specs.items():
-        if spec[0] == "named":
-            fns[name], _ = build_component(spec[1], spec[2])
-        else:
-            fns[name] = pickle.loads(spec[1])
+        try:
+            if spec[0] == "named":
+                fns[name], _ = build_component(spec[1], spec[2])
+            else:
+                fns[name] = pickle.loads(spec[1])
+        except Exception as err:  # noqa: BLE001 - any error building a reward: the parent reports it
+            # An ImportPathError already says what failed and where; other errors need their type.
+            error = str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}"
+            raise ComponentBuildError(name, error) from err
     return fns
 
 
@@ -54,8 +67,9 @@ def serve(reader: Connection, writer: Connection) -> None:
     sys.path[:] = setup["sys_path"]
     try:
         fns = build_components(setup["components"])
-    except BaseException:  # noqa: BLE001 - reported to the parent, which says which worker failed to start
-        writer.send_bytes(pickle.dumps(("failed", traceback.format_exc())))
+    except BaseException as err:  # noqa: BLE001 - reported to the parent, which says which worker failed to start
+        component, error = (err.component, err.error) if isinstance(err, ComponentBuildError) else ("", f"{type(err).__name__}: {err}")
+        writer.send_bytes(pickle.dumps(("failed", traceback.format_exc(), component, error)))
         return
     from reinforge.rewards.reward_calls import execute
 

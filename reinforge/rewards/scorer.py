@@ -179,6 +179,13 @@ class RewardScorer:
         if self._processes is not None:
             self._processes.close()
 
+    def start(self) -> None:
+        """Start the reward worker processes now and wait until they have built the reward
+        functions: one that cannot (a user's module that does not import there) raises
+        RewardWorkerStartError here, before training, instead of failing every call later."""
+        if self._processes is not None and self._in_worker:
+            self._processes.start()
+
     def worker_pids(self) -> list[int]:
         return self._processes.worker_pids() if self._processes is not None else []
 
@@ -303,7 +310,7 @@ def failure_counts(trajectories: list[Trajectory]) -> Counter:
 
 def describe_failures(trajectories: list[Trajectory]) -> str:
     """'component 'slow' timed out on 4 samples; component 'x' raised on 1 sample'."""
-    verbs = dict(zip(FAILURE_REASONS, ("timed out", "raised", "lost its worker process")))
+    verbs = dict(zip(FAILURE_REASONS, ("timed out", "raised", "lost its worker process", "returned a non-number")))
     counts = failure_counts(trajectories)
     parts = [
         f"component {name!r} {verbs[reason]} on {n} sample{'s' if n != 1 else ''}"

@@ -38,7 +38,7 @@ class Trajectory:
     reward: float = 0.0  # weighted total, what the advantage estimator sees
     turn_rewards: list[float] | None = None
     errors: list[str] = field(default_factory=list)
-    # component -> why its reward call failed (timeout / raised / worker_died), set by the scorer
+    # component -> why its reward call failed (timeout / raised / worker_died / not_a_number), set by the scorer
     reward_failures: dict[str, str] = field(default_factory=dict)
     transcript: list[dict] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)

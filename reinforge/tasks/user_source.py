@@ -59,20 +59,41 @@ class UserSource:
             raise ConfigError(f"task.source {self.path}: load failed: {type(err).__name__}: {err}") from err
         if isinstance(loaded, TaskSplits):
             splits = loaded
+            self._check_types(splits.train, "train")
+            self._check_types(splits.eval, "eval")
+        elif isinstance(loaded, (str, bytes, dict)) or not hasattr(loaded, "__iter__"):
+            raise ConfigError(f"task.source {self.path}: load returned a {type(loaded).__name__}; {CONTRACT}")
         else:
-            tasks = list(loaded) if loaded is not None else []
+            tasks = list(loaded)
+            self._check_types(tasks, "returned")  # before holding out, which reads their prompts
             train, held = hold_out(tasks, cfg.eval_size, seed)
             splits = TaskSplits(train=drop_held_out_prompts(train, held), eval=held)
-        for where, tasks in (("train", splits.train), ("eval", splits.eval)):
-            bad = next((t for t in tasks if not isinstance(t, Task)), None)
-            if bad is not None:
-                raise ConfigError(
-                    f"task.source {self.path}: load returned a {type(bad).__name__} among the {where} tasks; "
-                    "it must return reinforge.Task objects (Task(id=..., prompt=..., answer=...))"
-                )
+        self._check_verifiers([*splits.train, *splits.eval])
         if not splits.eval:
             raise ConfigError(f"task.source {self.path}: no held-out tasks (return at least 2 tasks, or a TaskSplits with eval tasks)")
         return splits
+
+    def _check_types(self, tasks: list, where: str) -> None:
+        bad = next((t for t in tasks if not isinstance(t, Task)), None)
+        if bad is not None:
+            raise ConfigError(
+                f"task.source {self.path}: load returned a {type(bad).__name__} among the {where} tasks; "
+                "it must return reinforge.Task objects (Task(id=..., prompt=..., answer=...))"
+            )
+
+    def _check_verifiers(self, tasks: list[Task]) -> None:
+        """Every verifier the tasks name exists (a built-in, or the user's own by import path): a
+        wrong one fails now, not as a failed reward on every sample of the run."""
+        from reinforge.rewards.verifiers import UnknownVerifierError, get_verifier
+
+        first_task: dict[str, str] = {}
+        for task in tasks:
+            first_task.setdefault(task.verifier, task.id)
+        for verifier, task_id in first_task.items():
+            try:
+                get_verifier(verifier)
+            except UnknownVerifierError as err:
+                raise ConfigError(f"task.source {self.path}: task {task_id!r} (and any other with verifier={verifier!r}): {err.args[0]}") from None
 
     def __repr__(self) -> str:
         return f"UserSource({self.path!r})"

@@ -1,5 +1,5 @@
 """Reward failures over a whole run, for the end-of-run summary and the report: how many samples
-failed, in which component and why (timeout / raised / worker_died), and how many of them were left
+failed, in which component and why (timeout / raised / worker_died / not_a_number), and how many were left
 out of the loss (reward.on_error=drop). Read from the per-step metrics the scorer and loop log:
 `reward_errors`, `reward_failed/{component}/{reason}` and `reward_dropped`."""
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import sys
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from reinforge.config import Config, dump_config
+from reinforge.config import Config, ConfigError, dump_config
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.factory import build_env
 from reinforge.import_paths import is_in_memory
@@ -24,6 +25,7 @@ from reinforge.models.loading import load_model_and_tokenizer, save_model
 from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.models.value_model import ValueModel
 from reinforge.rewards.builtin import build_component
+from reinforge.rewards.call_errors import RewardWorkerStartError
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.tasks.registry import load_tasks
 from reinforge.tasks.task import TaskSplits
@@ -147,6 +149,31 @@ def build_scorer(cfg: Config) -> RewardScorer:
     return RewardScorer(components, isolation=reward.isolation, **limits)
 
 
+def start_scorer(cfg: Config) -> RewardScorer:
+    """`build_scorer` with its reward workers started: a component that the workers cannot build
+    (a user's module that does not import in them) stops the run here, before any training, as a
+    config error naming the component (and no worker is left behind)."""
+    try:
+        scorer = build_scorer(cfg)
+    except RewardWorkerStartError as err:
+        raise reward_start_error(cfg, err) from None
+    try:
+        scorer.start()
+    except RewardWorkerStartError as err:
+        scorer.close()
+        raise reward_start_error(cfg, err) from None
+    except BaseException:
+        scorer.close()
+        raise
+    return scorer
+
+
+def reward_start_error(cfg: Config, err: RewardWorkerStartError) -> ConfigError:
+    names = [c.name for c in cfg.reward.components]
+    key = f"reward.components[{names.index(err.component)}] ({err.component})" if err.component in names else "reward"
+    return ConfigError(f"{key}: {err}")
+
+
 def start_run(cfg: Config, resuming: bool = False) -> Path:
     """Validate, seed, set threads, create the run directory: what every command does first."""
     preflight(cfg, resuming=resuming)
@@ -174,15 +201,15 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
             ckpt.truncate_logs(run_dir, dict.fromkeys(ckpt.LOG_FILES, 0))
         model, tokenizer = build_policy(cfg, tasks, tokenizer)
     env = build_env(cfg, tokenizer)
+    scorer = start_scorer(cfg)  # before the warm-up: reward workers that cannot build a reward stop the run now
 
-    with open_logger(cfg, run_dir) as logger, GracefulStop() as stop:
+    with closing(scorer), open_logger(cfg, run_dir) as logger, GracefulStop() as stop:
         if state is None:
             run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress, stop)
             if cfg.sft.steps:
                 save_model(model, tokenizer, run_dir / "warm_start")
         sft_seconds = logged_sft_seconds(logger.history)  # as logged, so `reinforge report` agrees
 
-        scorer = build_scorer(cfg)
         learner, learner_group = build_learner(cfg, model, env)
         parts = RLComponents(
             engine=build_engine(cfg, model, tokenizer.pad_token_id),
@@ -195,7 +222,6 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
         try:
             result = run_rl(parts, tasks, cfg, logger, run_dir, resume_state=state, stop=stop)
         finally:
-            scorer.close()
             getattr(parts.engine, "close", lambda: None)()  # Ray workers; the in-process engine has none
             if learner_group is not None:
                 learner_group.close()

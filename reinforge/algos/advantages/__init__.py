@@ -11,6 +11,7 @@ reinforce_pp_baseline, which whiten over the batch's sampled tokens), zero outsi
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -69,6 +70,8 @@ def get_estimator(name: str) -> EstimatorSpec:
         registered = next((spec for spec in ADVANTAGE_ESTIMATORS.values() if spec.fn is fn), None)
         if registered is not None:
             return registered
+        if inspect.isclass(fn):  # calling it would build an instance, not return advantages
+            raise ValueError(f"{name} is a class; {ESTIMATOR_CONTRACT}")
         check_call(fn, (None,), {}, name, ESTIMATOR_CONTRACT)
         return EstimatorSpec(name, fn, min_group_size=1, needs_critic=False)
     if name not in ADVANTAGE_ESTIMATORS:

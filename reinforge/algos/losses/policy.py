@@ -15,6 +15,8 @@ term by those weights.
 
 from __future__ import annotations
 
+import inspect
+
 from reinforge.algos.losses.cispo import cispo
 from reinforge.algos.losses.gspo import gspo
 from reinforge.algos.losses.policy_common import PolicyLoss, PolicyLossParams
@@ -45,6 +47,8 @@ def get_policy_loss(name: str) -> PolicyLoss:
     """A built-in loss by name, or the user's own by import path (`pkg.algos:my_loss`)."""
     if is_import_path(name):
         fn = load_object(name)
+        if inspect.isclass(fn):  # calling it would build an instance, not return a loss
+            raise ValueError(f"{name} is a class; {LOSS_CONTRACT}")
         check_call(fn, (None,) * 5, {}, name, LOSS_CONTRACT)
         return fn
     if name not in POLICY_LOSSES:
