@@ -53,7 +53,6 @@ _by_file: dict[str, Any] = {}  # resolved file path -> the module loaded from it
 _lock = threading.RLock()
 _roots: list[str] = []  # directories this process put on sys.path for user code, in order
 _bound: dict[str, Any] = {}  # name -> object handed over from Python (bind_object)
-FILE_MODULE_PREFIX = "reinforge_user_"  # module names of files loaded by path
 IN_MEMORY_PREFIX = "<python "  # labels of objects that exist only in the process that bound them
 
 

@@ -22,7 +22,6 @@ import reinforge
 from reinforge import import_paths
 from reinforge.api.workers import TRAINING_PID_VAR
 from reinforge.cli import main as cli_main
-from reinforge.rewards.scorer import RewardFailure
 
 TINY = {
     "model.preset": "nano", "task.train_size": 64, "task.eval_size": 8, "rollout.prompts_per_step": 2,
@@ -252,7 +251,7 @@ def test_an_unguarded_script_fails_with_the_fix_instead_of_training_in_its_worke
     path = f"{script}:length_score"
     import_paths.bind_object(path, where_it_ran)
     try:
-        with pytest.raises(RewardFailure, match="Put the training call under `if __name__ == '__main__':`"):
+        with pytest.raises(reinforge.ConfigError, match="Put the training call under `if __name__ == '__main__':`"):
             reinforge.train("default", TINY, output_dir=tmp_path / "run", reward_fns=[("length_score", path)])
     finally:
         import_paths.unbind_object(path)
