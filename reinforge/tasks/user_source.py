@@ -68,6 +68,13 @@ class UserSource:
             self._check_types(tasks, "returned")  # before holding out, which reads their prompts
             train, held = hold_out(tasks, cfg.eval_size, seed)
             splits = TaskSplits(train=drop_held_out_prompts(train, held), eval=held)
+            if train and not splits.train:
+                raise ConfigError(
+                    f"task.source {self.path}: every training task's prompt is also among the {len(held)} held-out "
+                    "tasks, so none is left to train on (training tasks whose prompt is held out are dropped, so "
+                    "that evaluation never measures memorisation); give tasks distinct prompts, or return a "
+                    "TaskSplits(train=..., eval=...) to choose the held-out tasks yourself"
+                )
         self._check_verifiers([*splits.train, *splits.eval])
         if not splits.eval:
             raise ConfigError(f"task.source {self.path}: no held-out tasks (return at least 2 tasks, or a TaskSplits with eval tasks)")

@@ -240,6 +240,14 @@ def test_a_wrong_task_source_is_a_config_error_naming_task_source(project, monke
     cfg = check("task.source=user_parts:tasks_with_a_wrong_verifier", "task.eval_size=2")
     with pytest.raises(ConfigError, match=r"task 't\d'.*verifier='user_parts:no_such_verifier'.*has no attribute 'no_such_verifier'"):
         load_tasks(cfg.task, seed=0)
+    project.write("same_prompt.py", (
+        "from reinforge import Task\n"
+        "def load(cfg, seed):\n"
+        "    return [Task(id=f's{i}', prompt='Guess my number.', answer=str(i)) for i in range(6)]\n"
+    ))
+    cfg = check("task.source=same_prompt:load", "task.eval_size=2")
+    with pytest.raises(ConfigError, match=r"every training task's prompt is also among the 2 held-out tasks.*TaskSplits"):
+        load_tasks(cfg.task, seed=0)
     cfg = check("task.source=user_parts:tasks_with_a_one_argument_verifier", "task.eval_size=2")
     with pytest.raises(ConfigError, match=r"verifier='user_parts:only_task'\): verifier user_parts:only_task: its signature \(task\) does not fit"):
         load_tasks(cfg.task, seed=0)
