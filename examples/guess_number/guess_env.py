@@ -54,16 +54,7 @@ class GuessNumberEnv:
     def sft_example(self, task: Task) -> tuple[list[int], list[bool]]:
         """Prompt, then the demonstration: guesses trained (each closed by the end-of-turn token),
         the env's replies in between as the observations an episode would append."""
-        ids = self.prompt_ids(task)
-        trained = [False] * len(ids)
-        for message in task.demonstration:
-            if message["role"] == "assistant":
-                turn = self.chat.assistant_ids(message["content"])
-            else:
-                turn = self.chat.observation_ids([message])
-            ids += turn
-            trained += [message["role"] == "assistant"] * len(turn)
-        return ids, trained
+        return self.chat.demonstration_ids(self.prompt_ids(task), task.demonstration)
 
 
 class GuessEpisode:

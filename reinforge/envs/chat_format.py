@@ -13,6 +13,8 @@ in the episode as they are, which is what keeps training log-probs equal to samp
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from transformers import PreTrainedTokenizerBase
 
 FALLBACK_CHAT_TEMPLATE = (
@@ -70,6 +72,35 @@ class ChatFormat:
                 "observations cannot be appended token by token; use a template that keeps past turns as they are"
             )
         return self.encode(full[cut:])
+
+    def demonstration_ids(
+        self,
+        prompt_ids: list[int],
+        messages: list[dict],
+        assistant_text: Callable[[dict], str] | None = None,
+        observation: Callable[[list[dict]], list[int]] | None = None,
+    ) -> tuple[list[int], list[bool]]:
+        """A warm-up example in tokens, laid out as an episode produces them: the prompt, then each
+        assistant message as a trained turn (closed by the end-of-turn token), and the messages
+        between two of them (tool results, the env's replies) as one observation, not trained.
+        `assistant_text` writes a message as the policy would (default: its content),
+        `observation` tokenizes the messages between turns (default: observation_ids)."""
+        assistant_text = assistant_text or (lambda message: str(message.get("content") or ""))
+        observation = observation or self.observation_ids
+        ids, trained, pending = list(prompt_ids), [False] * len(prompt_ids), []
+        for message in messages:
+            if message.get("role") != "assistant":
+                pending.append(message)
+                continue
+            if pending:
+                replies = observation(pending)
+                ids += replies
+                trained += [False] * len(replies)
+                pending = []
+            turn = self.assistant_ids(assistant_text(message))
+            ids += turn
+            trained += [True] * len(turn)
+        return ids, trained
 
     def _find_end_of_turn(self) -> tuple[int, str]:
         """The special token the template writes right after an assistant turn's content."""

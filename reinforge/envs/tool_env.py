@@ -96,22 +96,12 @@ class ToolEnv:
         messages = [{"role": "assistant", "content": demo}] if isinstance(demo, str) else list(demo)
         if not messages or messages[-1].get("role") != "assistant":
             raise ToolEnvError(f"task {task.id}: a demonstration must end with an assistant message")
-        ids = self.prompt_ids(task)
-        trained = [False] * len(ids)
-        pending: list[dict] = []
-        for message in messages:
-            if message.get("role") == "assistant":
-                if pending:
-                    observation = self.chat.observation_ids(pending)
-                    ids += observation
-                    trained += [False] * len(observation)
-                    pending = []
-                turn = self.chat.assistant_ids(self.assistant_text(message))
-                ids += turn
-                trained += [True] * len(turn)
-            else:
-                pending.append({"role": message["role"], "content": self.clip_observation(str(message["content"]))})
-        return ids, trained
+        def observation(replies: list[dict]) -> list[int]:
+            return self.chat.observation_ids(
+                [{"role": m["role"], "content": self.clip_observation(str(m["content"]))} for m in replies]
+            )
+
+        return self.chat.demonstration_ids(self.prompt_ids(task), messages, self.assistant_text, observation)
 
 
 class ToolEpisode:

@@ -106,20 +106,11 @@ class ChatTextEnv:
         """The prompt (as the env's reset writes it), then the demonstration: assistant turns
         trained, each closed by the end-of-turn token; the messages between them (the env's
         replies, in HF chat format) appended as the observations the env would give."""
-        ids = self.prompt_ids(task)
-        trained = [False] * len(ids)
-        pending: list[dict] = []
-        for message in self.demonstration_messages(task):
-            if message.get("role") == "assistant":
-                if pending:
-                    observation, _ = self.observation(pending)
-                    ids += observation
-                    trained += [False] * len(observation)
-                    pending = []
-                turn = self.chat.assistant_ids(self.assistant_text(message))
-                ids += turn
-                trained += [True] * len(turn)
-            else:
-                content = message.get("content")
-                pending.append({"role": message["role"], "content": content if isinstance(content, str) else json.dumps(content)})
-        return ids, trained
+        def observation(replies: list[dict]) -> list[int]:
+            as_text = [
+                {"role": m["role"], "content": m.get("content") if isinstance(m.get("content"), str) else json.dumps(m.get("content"))}
+                for m in replies
+            ]
+            return self.observation(as_text)[0]
+
+        return self.chat.demonstration_ids(self.prompt_ids(task), self.demonstration_messages(task), self.assistant_text, observation)
