@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from reinforge.api.config import Overrides, override_items
-from reinforge.api.parts import env_name, task_source_name
+from reinforge.api.parts import part_values
 
 
 @dataclass(frozen=True)
@@ -64,15 +64,9 @@ def evaluate(
     model_dir = Path(model)
     if (model_dir / "config.yaml").is_file() and (model_dir / "final").is_dir():
         model_dir = model_dir / "final"  # a run directory: its trained policy
-    values: dict[str, Any] = {}
+    values = part_values(None, env, env_params, tasks, None, None, None)
     if samples is not None:
         values["eval.samples"] = samples
-    if tasks is not None:
-        values["task.source"] = task_source_name(tasks)
-    if env is not None:
-        values["env.type"] = env_name(env)
-    if env_params is not None:
-        values["env.params"] = dict(env_params)
     items = [*override_items(overrides, sections), *override_items(values)]
     chosen = eval_config(str(model_dir), None if recipe is None else os.fspath(recipe), items)
 
