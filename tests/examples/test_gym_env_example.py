@@ -1,33 +1,21 @@
 """examples/gym_env run as a user runs it: from a copy of the directory (no file of the package
-touched), `reinforge train --recipe recipe.yaml`, a few steps. The recipe names the env by import
+touched), `reinforge train recipe.yaml`, a few steps. The recipe names the env by import
 path ("./hangman.py:Hangman", a gym-style class) and trains on its reward (`env_reward`)."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "gym_env"
+from example_runs import run_example
+
 FEW_STEPS = [
     "sft.steps=40", "trainer.steps=3", "eval.every=3", "eval.samples=1", "task.train_size=200",
-    "rollout.prompts_per_step=4", "rollout.group_size=4", "telemetry.progress=false", "telemetry.tensorboard=false",
+    "rollout.prompts_per_step=4", "rollout.group_size=4",
 ]
 
 
 def test_gym_env_example_trains_through_the_adapter(tmp_path) -> None:
-    project = tmp_path / "gym_env"
-    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("__pycache__"))
-    run_dir = tmp_path / "run"
-    done = subprocess.run(
-        [sys.executable, "-m", "reinforge.cli", "train", "--recipe", "recipe.yaml", "--output", str(run_dir), *FEW_STEPS],
-        cwd=project, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-
+    run_dir, _ = run_example("gym_env", tmp_path, *FEW_STEPS)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     rl = [r for r in rows if r["stage"] == "rl"]
     assert len(rl) == 3
