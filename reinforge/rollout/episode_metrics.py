@@ -14,7 +14,14 @@ from reinforge.rollout.trajectory import Trajectory
 FINISH_REASONS = ("stop", "length", "max_turns", "max_tokens", "error")
 
 
-def episode_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
+# The tool env's counters, reported as the rates above; any other numeric count an env puts in
+# StepResult.info (a user's env, an adapter's env_reward) is logged as env/<key> per episode.
+TOOL_COUNTERS = frozenset({"tool_calls", "valid_calls", "tool_errors", "void_turns"})
+
+
+def episode_metrics(trajectories: list[Trajectory], tools: bool = True) -> dict[str, float]:
+    """`tools`: the env runs tools (the tool env, TRL's), so its tool rates are reported even when
+    flat at zero; an env without tools (a user's game) gets none of them."""
     n = len(trajectories)
     if n == 0:
         return {}
@@ -24,6 +31,10 @@ def episode_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
         return metrics  # single-turn: nothing more to say
     metrics.update({f"finish/{r}": reasons[r] / n for r in FINISH_REASONS if r != "stop"})
     metrics["turns"] = sum(t.num_turns for t in trajectories) / n
+    for key in sorted({k for t in trajectories for k in t.stats} - TOOL_COUNTERS):
+        metrics[f"env/{key}"] = sum(t.stats.get(key, 0) for t in trajectories) / n
+    if not tools:
+        return metrics
     calls = sum(t.stats.get("tool_calls", 0) for t in trajectories)
     valid = sum(t.stats.get("valid_calls", 0) for t in trajectories)
     metrics["tool_call_rate"] = sum(t.stats.get("tool_calls", 0) > 0 for t in trajectories) / n

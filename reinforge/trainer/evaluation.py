@@ -130,5 +130,5 @@ def evaluate(
     metrics["eval_tasks"] = float(len(tasks))
     metrics["verify_errors"] = float(sum(e is not None for e in errors))
     if env.max_turns > 1:
-        metrics.update({k: v for k, v in episode_metrics(greedy).items() if k != "stop_frac"})
+        metrics.update({k: v for k, v in episode_metrics(greedy, tools=hasattr(env, "registry")).items() if k != "stop_frac"})
     return metrics, records

@@ -237,7 +237,7 @@ def run_rl(
             metrics = {
                 **collected.reward_metrics, **drop_metrics, **prepare_metrics, **update_metrics, **staleness, **scheduled.metrics,
                 "response_length": sampled_tokens / len(trajectories),
-                **episode_metrics(trajectories),
+                **episode_metrics(trajectories, tools=hasattr(parts.env, "registry")),
                 "tokens_per_s": sampled_tokens / max(collected.rollout_seconds, 1e-9),
                 "step_seconds": sum(phases.values()),
                 "policy_version": float(parts.learner.version),
