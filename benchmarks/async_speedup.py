@@ -61,7 +61,7 @@ from pathlib import Path
 
 from reinforge.config import load_config
 from reinforge.tasks.arithmetic import add_without_carry
-from reinforge.trainer.pipeline import run_sft_stage, run_training
+from reinforge.run.pipeline import run_sft_stage, run_training
 
 PROMPTS, GROUP = 16, 8
 MAX_PADDING, MAX_NEW_TOKENS = 32, 40

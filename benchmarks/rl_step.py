@@ -42,7 +42,7 @@ from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.tasks.registry import load_tasks
-from reinforge.trainer.pipeline import build_policy
+from reinforge.run.pipeline import build_policy
 
 PHASES = ("rollout", "reference", "update")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from reinforge.config import ConfigError, dump_config, load_config
 from reinforge.config_resume import resume_config
-from reinforge.trainer.run_errors import CheckpointError, RunInterrupted
+from reinforge.run.run_errors import CheckpointError, RunInterrupted
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -134,8 +134,8 @@ def config_command(args: argparse.Namespace) -> int:
         print(dump_config(cfg), end="")
         return 0
     from reinforge.tasks.registry import load_tasks
-    from reinforge.trainer.preflight import preflight  # checks names and shapes; loads no model
-    from reinforge.trainer.task_fit import check_tasks_fit
+    from reinforge.run.preflight import preflight  # checks names and shapes; loads no model
+    from reinforge.run.task_fit import check_tasks_fit
 
     preflight(cfg)
     check_tasks_fit(cfg, load_tasks(cfg.task, seed=cfg.trainer.seed))  # the tasks in tokens; still no model
@@ -145,7 +145,7 @@ def config_command(args: argparse.Namespace) -> int:
 
 def eval_command(args: argparse.Namespace) -> int:
     """`eval`: the run's own config (or --recipe) plus overrides on `--model`; writes eval.json / eval.md."""
-    from reinforge.trainer.eval_config import eval_config  # loads no model
+    from reinforge.evals.eval_config import eval_config  # loads no model
 
     overrides = list(args.overrides)
     if args.samples is not None:
@@ -153,7 +153,7 @@ def eval_command(args: argparse.Namespace) -> int:
     chosen = eval_config(args.model, args.recipe, overrides)
     from transformers.utils import logging as hf_logging
 
-    from reinforge.trainer.eval_command import run_eval
+    from reinforge.evals.eval_command import run_eval
 
     hf_logging.disable_progress_bar()
     run_eval(chosen.config, Path(args.output) if args.output else None, config_source=chosen.source)
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
 
         hf_logging.disable_progress_bar()  # our own display covers progress; no per-save bars
         if args.command == "compare":
-            from reinforge.trainer.compare import compare, parse_variants
+            from reinforge.evals.compare import compare, parse_variants
 
             if "=" in args.recipe:  # `compare key=value ...` with the default recipe
                 args.overrides.insert(0, args.recipe)
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             variants = parse_variants(args.variants)
             compare(args.recipe, methods, args.seeds, list(args.overrides), Path(args.output) if args.output else None, variants)
             return 0
-        from reinforge.trainer.pipeline import run_sft_stage, run_training
+        from reinforge.run.pipeline import run_sft_stage, run_training
 
         if args.command == "train":
             checkpoint = Path(args.checkpoint) if args.checkpoint else None

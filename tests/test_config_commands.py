@@ -41,8 +41,8 @@ def test_validate_default_recipe_loads_no_model(monkeypatch: pytest.MonkeyPatch,
         raise AssertionError("config validate must not build a model")
 
     monkeypatch.setattr("reinforge.models.tiny_llama.build_tiny_llama", no_model)
-    if "reinforge.trainer.pipeline" in sys.modules:  # it holds its own reference
-        monkeypatch.setattr("reinforge.trainer.pipeline.build_tiny_llama", no_model)
+    if "reinforge.run.pipeline" in sys.modules:  # it holds its own reference
+        monkeypatch.setattr("reinforge.run.pipeline.build_tiny_llama", no_model)
     assert main(["config", "validate"]) == 0
     assert capsys.readouterr().out.strip() == "ok: default is valid"
 

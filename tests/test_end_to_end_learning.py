@@ -18,7 +18,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from reinforge.config import load_config
-from reinforge.trainer.pipeline import run_sft_stage, run_training
+from reinforge.run.pipeline import run_sft_stage, run_training
 
 QUICK = ["task.eval_size=200", "telemetry.progress=false"]
 # The recipe's warm-up with half its batch, on both cores: the module stays within CI's 3-minute

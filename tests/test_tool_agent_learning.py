@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from reinforge.config import load_config
-from reinforge.trainer.pipeline import run_training
+from reinforge.run.pipeline import run_training
 
 SHRUNK = [
     "task.train_size=4000", "task.eval_size=100", "task.params={op: '*', digits: 3, digits_b: 2, tool_traces: 0.4}",

@@ -84,7 +84,7 @@ def train(
                 pass the same Python objects again; `force` accepts changes that break exactness
 
     Raises ConfigError (naming the key) before any model is loaded when the config cannot run, and
-    reinforge.trainer.run_errors.RunInterrupted when SIGINT / SIGTERM stopped the run after a
+    reinforge.run.run_errors.RunInterrupted when SIGINT / SIGTERM stopped the run after a
     checkpoint (continue it with resume=RUN_DIR).
     """
     refuse_nested_run()
@@ -110,7 +110,7 @@ def train(
 
     from transformers.utils import logging as hf_logging
 
-    from reinforge.trainer.pipeline import run_training
+    from reinforge.run.pipeline import run_training
 
     hf_logging.disable_progress_bar()  # the run's own display covers progress
     with training_guard():

@@ -32,14 +32,14 @@ from reinforge.rollout.episode_metrics import episode_metrics
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import TaskSplits
 from reinforge.telemetry import MetricsLogger, ProgressDisplay
-from reinforge.trainer import checkpoint as ckpt
+from reinforge.run import checkpoint as ckpt
 from reinforge.trainer.advantage_step import has_active_dropout, prepare_batch
-from reinforge.trainer.resume_changes import load_optimizer_state, reward_spec, scorer_state_for
+from reinforge.run.resume_changes import load_optimizer_state, reward_spec, scorer_state_for
 from reinforge.trainer.reward_failures import drop_failed_samples
 from reinforge.trainer.rollout_schedule import make_schedule, staleness_metrics
-from reinforge.trainer.evaluation import evaluate
-from reinforge.trainer.graceful_stop import GracefulStop
-from reinforge.trainer.run_errors import RunInterrupted
+from reinforge.evals.evaluation import evaluate
+from reinforge.run.graceful_stop import GracefulStop
+from reinforge.run.run_errors import RunInterrupted
 from reinforge.trainer.policy_objective import make_policy_objective
 from reinforge.trainer.task_sampler import TaskSampler
 

@@ -22,7 +22,7 @@ from reinforge.algos.advantages import ADVANTAGE_ESTIMATORS
 from reinforge.algos.types import AdvantageInputs
 from reinforge.import_paths import load_object
 from reinforge.rollout.trajectory import Trajectory
-from reinforge.trainer.preflight import preflight
+from reinforge.run.preflight import preflight
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(r"^```(?:python|yaml)\n# file: (?P<name>[\w.]+)[^\n]*\n(?P<body>.*?)^```", re.MULTILINE | re.DOTALL)

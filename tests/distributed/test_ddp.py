@@ -219,7 +219,7 @@ def test_train_with_two_learners_matches_one(tmp_path, monkeypatch, recorded) ->
     run is checked against a single learner's step from the same state on the same batch, and
     rewards must be identical wherever the two runs sampled the same tokens."""
     from reinforge.config import load_config
-    from reinforge.trainer.pipeline import run_sft_stage, run_training
+    from reinforge.run.pipeline import run_sft_stage, run_training
 
     tiny = [
         "model.preset=nano", "task.train_size=100", "task.eval_size=8", "trainer.steps=3",

@@ -17,7 +17,7 @@ from reinforge.config import AlgoConfig, ConfigError, load_config
 from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
 from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.models.tokenizer import train_tokenizer
-from reinforge.trainer.pipeline import run_training
+from reinforge.run.pipeline import run_training
 from user_code import user_project  # noqa: F401 - fixture
 
 ALGOS = """

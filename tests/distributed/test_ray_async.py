@@ -26,7 +26,7 @@ ray = pytest.importorskip("ray")
 
 from reinforge.distributed.ray_cluster import start_ray, stop_ray  # noqa: E402
 from reinforge.distributed.ray_engine import RayEngine  # noqa: E402
-from reinforge.trainer.pipeline import run_training  # noqa: E402
+from reinforge.run.pipeline import run_training  # noqa: E402
 from run_records import assert_same_run, copy_at_first_checkpoint, run_metrics  # noqa: E402
 
 CPU = 0.5

@@ -26,7 +26,7 @@ ray = pytest.importorskip("ray")
 
 from reinforge.distributed.ray_cluster import start_ray, stop_ray  # noqa: E402
 from reinforge.distributed.ray_rewards import build_ray_scorer  # noqa: E402
-from reinforge.trainer.pipeline import run_training  # noqa: E402
+from reinforge.run.pipeline import run_training  # noqa: E402
 
 GENEROUS_S = 240  # a bound on hanging, not a timing
 

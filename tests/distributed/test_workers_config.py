@@ -7,7 +7,7 @@ import pytest
 from reinforge.cli import _parser, config_from_args, main
 from reinforge.config import load_config
 from reinforge.engines.torch_engine import TorchEngine
-from reinforge.trainer import pipeline, preflight
+from reinforge.run import pipeline, preflight
 
 
 def test_workers_and_learners_flags_set_the_config_keys() -> None:

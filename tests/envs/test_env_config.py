@@ -7,7 +7,7 @@ import pytest
 from reinforge.config import ConfigError, load_config
 from reinforge.envs.factory import build_env
 from reinforge.envs.tool_env import ToolEnv
-from reinforge.trainer.preflight import preflight
+from reinforge.run.preflight import preflight
 
 
 @pytest.mark.parametrize(

@@ -10,10 +10,10 @@ from reinforge.config import ConfigError, RewardGate, build_config, load_config
 from reinforge.rewards.builtin import FormatReward, VerifierReward
 from reinforge.rewards.combine import Gate
 from reinforge.rewards.scorer import NamedReward, RewardScorer
-from reinforge.trainer.pipeline import build_scorer
+from reinforge.run.pipeline import build_scorer
 from reinforge.rollout.trajectory import Trajectory, single_turn_trajectory
 from reinforge.tasks.task import Task
-from reinforge.trainer.preflight import preflight
+from reinforge.run.preflight import preflight
 
 TASKS = {"t0": Task(id="t0", prompt="2+3=", answer="5"), "t1": Task(id="t1", prompt="3+4=", answer="7")}
 

@@ -17,7 +17,7 @@ from reinforge.rewards.process_pool import ProcessCallPool
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.rollout.trajectory import single_turn_trajectory
 from reinforge.tasks.task import Task
-from reinforge.trainer.pipeline import start_scorer
+from reinforge.run.pipeline import start_scorer
 from user_code import user_project  # noqa: F401 - fixture
 
 TASKS = {"sum": Task(id="sum", prompt="2+3=", answer="5")}

@@ -16,9 +16,9 @@ from reinforge.envs.single_turn import SingleTurnEnv
 from reinforge.models.loading import save_model
 from reinforge.tasks.arithmetic import make_task
 from reinforge.tasks.task import Task
-from reinforge.trainer.eval_command import default_k_values, format_metric
-from reinforge.trainer.eval_config import eval_config, find_run_config
-from reinforge.trainer.evaluation import evaluate
+from reinforge.evals.eval_command import default_k_values, format_metric
+from reinforge.evals.eval_config import eval_config, find_run_config
+from reinforge.evals.evaluation import evaluate
 
 
 class CharEnv(SingleTurnEnv):

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from reinforge.trainer.eval_metrics import bootstrap_ci, pass_at_k, per_task_scores, summarize
+from reinforge.evals.eval_metrics import bootstrap_ci, pass_at_k, per_task_scores, summarize
 
 
 def test_pass_at_k_by_hand() -> None:

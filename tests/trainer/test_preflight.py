@@ -13,8 +13,8 @@ import pytest
 
 from reinforge import cli
 from reinforge.config import ConfigError, load_config
-from reinforge.trainer import pipeline, task_fit
-from reinforge.trainer.preflight import preflight
+from reinforge.run import pipeline, task_fit
+from reinforge.run.preflight import preflight
 
 @pytest.fixture(autouse=True)
 def no_compute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from reinforge.algos.methods import METHODS
 from reinforge.config import ConfigError, load_config
-from reinforge.trainer.preflight import preflight
+from reinforge.run.preflight import preflight
 
 
 def refused(*overrides: str) -> str:
@@ -71,7 +71,7 @@ def test_token_budget_beyond_the_context_is_refused():
 
 
 def test_prompt_plus_budget_beyond_the_context_is_refused():
-    from reinforge.trainer.preflight import check_prompt_lengths
+    from reinforge.run.preflight import check_prompt_lengths
 
     check_prompt_lengths([10, 20], 12, context=32)
     with pytest.raises(ConfigError, match="longest prompt \\(21 tokens\\)"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reinforge.config import ConfigError, load_config
-from reinforge.trainer.preflight import check_schedule
+from reinforge.run.preflight import check_schedule
 
 
 def check(*overrides: str) -> None:

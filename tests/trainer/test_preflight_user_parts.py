@@ -17,8 +17,8 @@ from reinforge.envs.factory import build_env
 from reinforge.rewards.builtin import build_component
 from reinforge.rewards.verifiers import verify
 from reinforge.tasks.registry import load_tasks
-from reinforge.trainer import pipeline
-from reinforge.trainer.preflight import preflight
+from reinforge.run import pipeline
+from reinforge.run.preflight import preflight
 from user_code import user_project  # noqa: F401 - fixture
 
 PARTS = """

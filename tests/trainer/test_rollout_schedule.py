@@ -13,7 +13,7 @@ import pytest
 from reinforge.config import load_config
 from reinforge.trainer import rl_loop
 from reinforge.trainer import rollout_schedule
-from reinforge.trainer.pipeline import run_sft_stage, run_training
+from reinforge.run.pipeline import run_sft_stage, run_training
 from run_records import assert_same_run, copy_at_first_checkpoint
 
 QUIET = ["telemetry.progress=false", "telemetry.tensorboard=false", "telemetry.wandb='off'"]

@@ -14,9 +14,9 @@ from reinforge.config import ConfigError, load_config
 from reinforge.models.loading import save_model
 from reinforge.models.tokenizer import MAX_TOKEN_CHARS
 from reinforge.tasks.registry import load_tasks
-from reinforge.trainer import task_fit
-from reinforge.trainer.preflight import preflight
-from reinforge.trainer.task_fit import check_tasks_fit
+from reinforge.run import task_fit
+from reinforge.run.preflight import preflight
+from reinforge.run.task_fit import check_tasks_fit
 
 SMALL = ["task.train_size=200", "task.eval_size=20"]
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reinforge.cli import main
-from reinforge.trainer import pipeline
+from reinforge.run import pipeline
 
 TINY_RUN = [
     "model.preset=nano",

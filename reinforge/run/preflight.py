@@ -18,7 +18,7 @@ from reinforge.models.tiny_llama import PRESETS
 from reinforge.rewards.builtin import build_component
 from reinforge.tasks.registry import check_task_config
 from reinforge.telemetry.wandb_sink import wandb_available
-from reinforge.trainer.task_fit import check_jsonl_texts, check_prompt_lengths  # noqa: F401 - check_prompt_lengths re-exported
+from reinforge.run.task_fit import check_jsonl_texts, check_prompt_lengths  # noqa: F401 - check_prompt_lengths re-exported
 
 
 def preflight(cfg: Config, resuming: bool = False) -> None:

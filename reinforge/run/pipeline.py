@@ -32,12 +32,12 @@ from reinforge.tasks.task import TaskSplits
 from reinforge.telemetry import MetricsLogger, logged_sft_seconds, print_summary, reward_curve_summary, run_time_rows
 from reinforge.telemetry.reward_failures import describe_reward_failures, reward_failure_totals
 from reinforge.telemetry.wandb_sink import wandb_available
-from reinforge.trainer.preflight import preflight
-from reinforge.trainer.task_fit import check_tasks_fit, run_tokenizer
+from reinforge.run.preflight import preflight
+from reinforge.run.task_fit import check_tasks_fit, run_tokenizer
 from reinforge.trainer.rl_loop import RLComponents, RLResult, episode_token_budget, run_rl
-from reinforge.trainer import checkpoint as ckpt
-from reinforge.trainer.evaluation import evaluate, verifier_pool
-from reinforge.trainer.graceful_stop import GracefulStop
+from reinforge.run import checkpoint as ckpt
+from reinforge.evals.evaluation import evaluate, verifier_pool
+from reinforge.run.graceful_stop import GracefulStop
 from reinforge.trainer.sft import run_sft
 
 

@@ -1,7 +1,7 @@
 """`reinforge eval --model DIR --samples K`: score a saved model on the held-out tasks.
 
 Loads a local Hugging Face model directory and the held-out split of the configured task source
-(the run's own config when the model is inside a run directory: reinforge.trainer.eval_config),
+(the run's own config when the model is inside a run directory: reinforge.evals.eval_config),
 runs `evaluate` (greedy + K samples per task, the same code the training loop uses), and reports
 greedy accuracy, mean@K and pass@k (k >= 2) with 95% bootstrap CIs, overall and per task family:
 as a table on the terminal, and as `eval.json` / `eval.md` (plus every response in
@@ -30,8 +30,8 @@ from reinforge.envs.single_turn import PromptFormatError
 from reinforge.trainer.rl_loop import episode_token_budget
 from reinforge.models.loading import ModelLoadError, check_model_dir, load_model_and_tokenizer
 from reinforge.tasks.registry import check_task_config, load_tasks
-from reinforge.trainer.eval_metrics import summarize
-from reinforge.trainer.evaluation import evaluate, verifier_pool
+from reinforge.evals.eval_metrics import summarize
+from reinforge.evals.evaluation import evaluate, verifier_pool
 
 
 MEAN_IS_PASS_1 = "mean@{k} (the fraction of the {k} samples that solve a task) is also the unbiased pass@1 estimate, so it is printed once"

@@ -1,6 +1,6 @@
 """Evaluation statistics: unbiased pass@k, percentile-bootstrap confidence intervals, summaries.
 
-Pure functions over evaluation records (the dicts `reinforge.trainer.evaluation.evaluate`
+Pure functions over evaluation records (the dicts `reinforge.evals.evaluation.evaluate`
 returns), so that the training loop's eval metrics and `reinforge eval`'s report are the same
 numbers. A record needs `correct` (greedy answer solved), `sample_correct` (one bool per sampled
 completion) and `family` (the task family; "all" when the source has none).

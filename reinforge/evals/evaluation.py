@@ -21,7 +21,7 @@ from reinforge.envs.base import Env
 from reinforge.rollout.episode_metrics import episode_metrics
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.tasks.task import Task
-from reinforge.trainer.eval_metrics import per_task_scores, record_family
+from reinforge.evals.eval_metrics import per_task_scores, record_family
 
 
 # (tasks, responses) -> a score or the RewardCallError of each verification, in order

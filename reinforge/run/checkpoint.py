@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from reinforge.trainer.run_errors import CheckpointError
+from reinforge.run.run_errors import CheckpointError
 
 CHECKPOINTS = "checkpoints"
 MANIFEST = "manifest.json"

@@ -25,8 +25,8 @@ from reinforge.algos.methods import method_overrides
 from reinforge.config import ConfigError, load_config
 from reinforge.telemetry import print_summary
 from reinforge.telemetry.plots import plot_learning_curves
-from reinforge.trainer.pipeline import run_sft_stage, run_training
-from reinforge.trainer.preflight import preflight
+from reinforge.run.pipeline import run_sft_stage, run_training
+from reinforge.run.preflight import preflight
 
 
 @dataclass
