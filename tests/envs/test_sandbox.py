@@ -297,7 +297,8 @@ def test_one_file_is_capped_by_max_file_mb() -> None:
 
 def test_writes_outside_the_work_dir_fail(tmp_path) -> None:
     token = uuid.uuid4().hex
-    targets = [f"/work/main/pwned-{token}", f"/tmp/reinforge-pwned-{token}", f"/usr/pwned-{token}",
+    repository = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    targets = [os.path.join(repository, f"pwned-{token}"), f"/tmp/reinforge-pwned-{token}", f"/usr/pwned-{token}",
                f"/opt/python/pwned-{token}", str(tmp_path / f"pwned-{token}")]
     code = ("import sys\n"
             f"for path in {targets!r}:\n"
