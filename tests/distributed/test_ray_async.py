@@ -178,6 +178,8 @@ def test_async_k1_on_one_worker_equals_in_process(ray_session, in_process_k1: Pa
     assert_same_run(run, copy_dir)
 
 
+# slow (pytest -m slow): k=0 reproducing sync bit for bit is in the suite in-process (tests/trainer/test_rollout_schedule.py)
+@pytest.mark.slow
 def test_async_k0_on_a_worker_is_sync(ray_session, tmp_path: Path) -> None:
     train(tmp_path / "sync", "trainer.schedule=sync", *RAY, "trainer.steps=3")
     train(tmp_path / "k0", "trainer.max_staleness=0", *RAY, "trainer.steps=3")

@@ -152,6 +152,8 @@ MOODY = """
 """
 
 
+# slow (pytest -m slow): the same failures are counted in worker processes (test_user_rewards_in_workers.py) and a hung Ray call in test_ray_workers.py
+@pytest.mark.slow
 def test_a_user_reward_that_raises_hangs_or_returns_a_non_number_on_ray_is_counted(ray_session, user_project) -> None:
     from reinforge.rollout.trajectory import single_turn_trajectory
     from reinforge.tasks.task import Task
@@ -199,6 +201,8 @@ SECOND_IMPORTER_FAILS = """
 """
 
 
+# slow (pytest -m slow): `reinforge train` stopping at start on the same failure is in the suite (test_reinforge_train_stops_at_start_...)
+@pytest.mark.slow
 def test_any_ray_worker_that_cannot_import_the_user_module_stops_the_pool_at_start(ray_session, user_project) -> None:
     user_project.write("uneven_rewards.py", SECOND_IMPORTER_FAILS)
     from reinforge.rewards.builtin import build_component
