@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import numbers
+from abc import ABC, abstractmethod
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
@@ -58,7 +59,7 @@ def reward_info(value: Any, what: str) -> dict[str, float]:
     return {ENV_REWARD: reward_value(value, what)}
 
 
-class ChatTextEnv:
+class ChatTextEnv(ABC):
     """Env protocol for chat-text adapters; subclasses implement `episode()`."""
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, max_turns: int, max_observation_tokens: int, tools: list[dict] | None = None):
@@ -68,8 +69,9 @@ class ChatTextEnv:
         self.chat = ChatFormat(tokenizer, tools=tools)
         self.stop_token_ids = tuple(dict.fromkeys([self.chat.end_of_turn_id, tokenizer.eos_token_id]))
 
-    def episode(self):  # pragma: no cover - every adapter overrides it
-        raise NotImplementedError
+    @abstractmethod
+    def episode(self):
+        """A fresh episode around a fresh instance of the foreign env."""
 
     def prompt_ids(self, task: Task) -> list[int]:
         """The prompt an episode of `task` starts with (a fresh foreign env is reset for it)."""

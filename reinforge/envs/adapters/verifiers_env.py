@@ -159,7 +159,12 @@ def policy_turn_client(vf: Any) -> type:
             return messages, {}
 
         async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):  # pragma: no cover
-            raise NotImplementedError
+            # verifiers' Client declares it abstract; this client answers in get_response (one
+            # policy turn per request), so a call here means a verifiers whose loop bypasses it.
+            raise AdapterError(
+                "this verifiers version asked the client for a native response instead of calling get_response; "
+                "reinforge supports verifiers>=0.2,<0.4 (pip install 'reinforge[verifiers]')"
+            )
 
         async def raise_from_native_response(self, response):  # pragma: no cover
             return None
