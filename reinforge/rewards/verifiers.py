@@ -15,6 +15,7 @@ import re
 from fractions import Fraction
 from typing import Any, Callable
 
+from reinforge.import_paths import ImportPathError, check_call, is_import_path, load_object
 from reinforge.tasks.task import Task
 
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
@@ -237,8 +238,7 @@ VERIFIERS: dict[str, Callable[[Task, str], float]] = {
 
 def get_verifier(name: str) -> Callable[[Task, str], float]:
     """A built-in verifier by name, or the user's `(task, response) -> float` by import path."""
-    if ":" in name:  # an import path (reinforge.import_paths)
-        from reinforge.import_paths import ImportPathError, check_call, load_object
+    if is_import_path(name):
 
         try:
             fn = load_object(name)
