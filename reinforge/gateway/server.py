@@ -126,6 +126,7 @@ class Gateway:
         max_context_tokens: int | None = None,
         window_s: float = 0.02,
         max_batch: int = 256,
+        port: int = 0,
     ):
         if tool_format not in PARSERS:
             raise ValueError(f"unknown tool_format {tool_format!r}; known formats: {', '.join(sorted(PARSERS))}")
@@ -134,7 +135,7 @@ class Gateway:
         self.engine, self.tokenizer, self.model_name = engine, tokenizer, model_name
         self.tool_format, self.max_new_tokens = tool_format, max_new_tokens
         self.max_context_tokens = max_context_tokens if max_context_tokens is not None else _engine_context(engine)
-        self.window_s, self.max_batch = window_s, max_batch
+        self.window_s, self.max_batch, self.requested_port = window_s, max_batch, port
         self.api_key = secrets.token_urlsafe(32)
         self._plain = EpisodeRecorder(tokenizer)  # only its template cache: plain requests are not recorded
         self._inline_calls = not template_renders_tool_calls(self._plain.chat(None).template)
@@ -165,9 +166,15 @@ class Gateway:
             raise RuntimeError("a closed Gateway cannot start again; make a new one")
         if self._thread is not None:
             return self
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("127.0.0.1", self.requested_port))  # loopback only, by design
+        except OSError as err:
+            sock.close()
+            raise RuntimeError(f"cannot bind 127.0.0.1:{self.requested_port} ({err}); pick another port "
+                               "or 0 for a free one") from None
+        self._socket = sock
         self._batcher = Batcher(self.engine, self.window_s, self.max_batch)
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._socket.bind(("127.0.0.1", 0))
         self.port = self._socket.getsockname()[1]
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=2, timeout_keep_alive=5)
