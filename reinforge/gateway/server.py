@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import http.client
 import secrets
 import socket
 import threading
@@ -39,7 +40,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -196,12 +196,18 @@ class Gateway:
             if not self._thread.is_alive():
                 raise RuntimeError("the gateway's server thread exited during start-up (see the log above)")
             if self._server.started:
-                reply = httpx.get(self.base_url + "/models", headers={"Authorization": f"Bearer {self.api_key}"},
-                                  timeout=5.0, trust_env=False)
-                if reply.status_code == 200:
+                # stdlib HTTP: an httpx client costs ~0.1 s to make (its SSL context), this costs nothing
+                connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5.0)
+                try:
+                    connection.request("GET", "/v1/models", headers={"Authorization": f"Bearer {self.api_key}"})
+                    reply = connection.getresponse()
+                    status, text = reply.status, reply.read().decode(errors="replace")
+                finally:
+                    connection.close()
+                if status == 200:
                     return
-                raise RuntimeError(f"the gateway answered its start-up check with HTTP {reply.status_code}: {reply.text}")
-            time.sleep(0.01)
+                raise RuntimeError(f"the gateway answered its start-up check with HTTP {status}: {text}")
+            time.sleep(0.005)
         raise RuntimeError(f"the gateway did not start serving within {START_TIMEOUT_S:.0f} s")
 
     def close(self) -> None:

@@ -1,52 +1,10 @@
-"""Gateway test helpers: scripted and counting engines, and a client factory with timeouts."""
+"""Gateway test fixtures: an openai client factory with timeouts and no retries."""
 
 from __future__ import annotations
 
 import pytest
 
-from reinforge.engines.base import Generation
-
 CLIENT_TIMEOUT_S = 20.0  # no gateway test may hang: every client call gives up after this
-
-
-class ScriptedEngine:
-    """Answers every row with the text `script(call, row)` tokenized, closed by `stop_id`; log-probs
-    -0.1 * (i + 1). Raises when `script` returns an exception instance."""
-
-    policy_version = 2
-
-    def __init__(self, tokenizer, script, stop_id):
-        self.tokenizer, self.script, self.stop_id = tokenizer, script, stop_id
-        self.calls: list[tuple[list[list[int]], object]] = []
-
-    def generate(self, prompts, params, seed=None):
-        self.calls.append((prompts, params))
-        out = []
-        for row, _ in enumerate(prompts):
-            text = self.script(len(self.calls) - 1, row)
-            if isinstance(text, Exception):
-                raise text
-            ids = self.tokenizer(text, add_special_tokens=False).input_ids + [self.stop_id]
-            out.append(Generation(ids, [-0.1 * (i + 1) for i in range(len(ids))], "stop", self.policy_version))
-        return out
-
-    def sync_weights(self, version):
-        self.policy_version = version
-
-
-class CountingEngine:
-    """Forwards to `engine` and records each generate call's prompts and params."""
-
-    def __init__(self, engine):
-        self.engine, self.calls = engine, []
-        self.policy_version = engine.policy_version
-
-    def generate(self, prompts, params, seed=None, budgets=None):
-        self.calls.append((list(prompts), params, budgets))
-        return self.engine.generate(prompts, params, seed=seed, budgets=budgets)
-
-    def sync_weights(self, version):
-        self.engine.sync_weights(version)
 
 
 @pytest.fixture
@@ -64,5 +22,5 @@ def client_for():
 
     yield make
     for client in clients:
-        if hasattr(client, "close") and not isinstance(client, __import__("openai").AsyncOpenAI):
+        if isinstance(client, openai.OpenAI):
             client.close()

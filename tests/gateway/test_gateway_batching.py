@@ -8,7 +8,7 @@ from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.chat_format import ChatFormat
 from reinforge.gateway import Gateway
-from conftest import CountingEngine
+from gateway_fakes import CountingEngine
 
 
 def test_64_sessions_each_sending_one_request_make_exactly_one_engine_call(tokenizer, nano_model, client_for) -> None:

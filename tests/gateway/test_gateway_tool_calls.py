@@ -12,7 +12,7 @@ from reinforge.envs.chat_format import ChatFormat
 from reinforge.gateway import Gateway
 from reinforge.gateway.tool_calls import RequestTools, parse_completion
 from reinforge.gateway.wire import ToolSpec
-from conftest import ScriptedEngine
+from gateway_fakes import ScriptedEngine
 
 CALCULATOR = {"type": "function", "function": {
     "name": "calculator", "description": "Evaluate an arithmetic expression.",
