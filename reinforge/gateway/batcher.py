@@ -150,7 +150,8 @@ class Batcher:
                 break
             taken.append(job)
             rows += job.n
-        self._pending = [job for job in self._pending if job not in taken]
+        chosen = {id(job) for job in taken}
+        self._pending = [job for job in self._pending if id(job) not in chosen]
         return taken
 
     def _run(self) -> None:

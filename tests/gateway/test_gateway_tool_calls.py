@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import openai
 import pytest
 
 from reinforge.engines.base import SamplingParams
@@ -114,3 +115,31 @@ def test_the_plain_endpoint_serves_and_records_nothing(tokenizer, client_for) ->
         (prompts, params), = engine.calls
         assert params.temperature == 0.5 and len(prompts) == 2  # the request's own sampling settings
         assert gateway.stats()["open_sessions"] == 0
+
+
+def test_content_parts_extra_fields_and_n_choices_in_a_session(tokenizer, client_for) -> None:
+    chat = ChatFormat(tokenizer)
+    engine = ScriptedEngine(tokenizer, lambda call, row: str(row + 1), chat.end_of_turn_id)
+    with Gateway(engine, tokenizer) as gateway:
+        session = gateway.open_session("parts", sampling=SamplingParams(max_new_tokens=4), max_calls=2, max_n=2)
+        client = client_for(session.base_url, gateway.api_key)
+        parts = [{"role": "system", "content": [{"type": "text", "text": "be "}, {"type": "text", "text": "brief"}]},
+                 {"role": "user", "content": "3-1="}]
+        # Fields the gateway does not know are ignored, as agents send many.
+        reply = client.chat.completions.create(model="policy", messages=parts, n=2, user="u1", parallel_tool_calls=False,
+                                               extra_body={"metadata": {"run": 1}, "frequency_penalty": 0})
+        assert [c.message.content for c in reply.choices] == ["1", "2"] and [c.index for c in reply.choices] == [0, 1]
+        # The agent keeps choice 1 and goes on: it continues the branch chain.
+        messages = parts + [reply.choices[1].message.model_dump(exclude_none=True), {"role": "user", "content": "ok"}]
+        client.chat.completions.create(model="policy", messages=messages)
+        session.finish()
+        main, branch = session.parts()
+    prompt = chat.prompt_ids([{"role": "system", "content": "be brief"}, {"role": "user", "content": "3-1="}])
+    assert main.token_ids[: main.prompt_length] == prompt and main.calls == 1 and not main.branch
+    assert branch.branch and branch.calls == 2 and branch.prompt_length == len(prompt)
+    assert session.branches == 1 and session.splits == 0
+    with pytest.raises(openai.BadRequestError) as caught:
+        with Gateway(engine, tokenizer) as gateway:
+            client_for(gateway.base_url, gateway.api_key).chat.completions.create(model="policy", messages=[
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}])
+    assert caught.value.status_code == 400 and "image_url" in caught.value.body["message"]
