@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import http.client
+import logging
 import secrets
 import socket
 import threading
@@ -60,6 +61,7 @@ from reinforge.gateway.wire import (
     ModelCard, ModelList, TokenLogprob, Usage, check_supported, parse_request,
 )
 
+log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0
 PLAIN_SEED = 0
 
@@ -314,7 +316,7 @@ class Gateway:
         @app.post("/sessions/{key}/v1/chat/completions")
         async def session_completions(request: Request, key: str) -> dict:
             self._authorize(request)
-            return await self._serve(request, self._session(key))
+            return await self._serve(request, key)
 
         return app
 
@@ -342,10 +344,12 @@ class Gateway:
                                code="session_not_found")
         return session
 
-    async def _serve(self, request: Request, session: GatewaySession | None) -> dict:
+    async def _serve(self, request: Request, key: str | None) -> dict:
         with self._lock:
             self._counts["requests"] += 1
+        session = None
         try:
+            session = self._session(key) if key is not None else None
             try:
                 body = await request.json()
             except ValueError:
@@ -355,6 +359,7 @@ class Gateway:
             self._count_error(session, f"{err.status} {err.code or err.type}: {err.message}")
             raise
         except Exception as err:  # a bug or a failing tokenizer: an OpenAI-style 500, counted, never a hang
+            log.exception("gateway: internal error on %s", request.url.path)
             self._count_error(session, f"500 {type(err).__name__}: {err}")
             raise GatewayError(500, f"internal error: {type(err).__name__}: {err}", type="server_error") from err
 
@@ -381,10 +386,8 @@ class Gateway:
                 raise GatewayError(400, f"this episode may make at most {session.max_calls} model calls "
                                         f"(max_calls); call {session.calls + 1} was refused",
                                    code="max_calls_exceeded")
-            plan = self._plan(session, messages, schemas, raw_messages)
+            plan, prompt = self._prompt(session, messages, schemas, raw_messages)
             try:
-                prompt = plan.prompt_ids if plan is not None else self._plain.chat(schemas).encode(
-                    self._plain.chat(schemas).render(messages, add_generation_prompt=True))
                 budget = self._budget(req, session, len(prompt))
             except BaseException:
                 if plan is not None:
@@ -392,9 +395,9 @@ class Gateway:
                 raise
             if session is not None:
                 session.calls += 1
+            order = (session.order, session.calls) if session else (float("inf"), time.monotonic())
         params = self._params(req, session, budget)
-        job = Job(prompt_ids=prompt, n=req.n, params=params,
-                  order=(session.order, session.calls) if session else (float("inf"), time.monotonic()),
+        job = Job(prompt_ids=prompt, n=req.n, params=params, order=order,
                   session_key=session.key if session else None,
                   seed_base=session.seed if session else (req.seed if req.seed is not None else PLAIN_SEED))
         try:
@@ -439,12 +442,15 @@ class Gateway:
                         total_tokens=len(prompt) + completion_tokens),
         ).model_dump(exclude_none=True)
 
-    def _plan(self, session: GatewaySession | None, messages: list[dict], schemas: list[dict] | None,
-              raw_messages: list[dict]) -> Plan | None:
+    def _prompt(self, session: GatewaySession | None, messages: list[dict], schemas: list[dict] | None,
+                raw_messages: list[dict]) -> tuple[Plan | None, list[int]]:
+        """The prompt ids: a session's recorder plans them (join or new chain); plain requests render."""
         try:
             if session is None:
-                return None
-            return session.recorder.plan(messages, schemas, raw_messages)
+                chat = self._plain.chat(schemas)
+                return None, chat.encode(chat.render(messages, add_generation_prompt=True))
+            plan = session.recorder.plan(messages, schemas, raw_messages)
+            return plan, plan.prompt_ids
         except (TemplateError, ChatFormatError) as err:
             raise GatewayError(400, f"the chat template cannot render these messages: {err}", param="messages",
                                code="template_error") from None
