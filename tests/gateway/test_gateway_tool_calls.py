@@ -3,6 +3,7 @@ result back in, and the next call joins the same token-exact chain."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import openai
@@ -143,3 +144,44 @@ def test_content_parts_extra_fields_and_n_choices_in_a_session(tokenizer, client
             client_for(gateway.base_url, gateway.api_key).chat.completions.create(model="policy", messages=[
                 {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]}])
     assert caught.value.status_code == 400 and "image_url" in caught.value.body["message"]
+
+
+# Qwen2.5-like: the template writes `tool_calls` itself (hermes markup), tool replies go in a user
+# turn, and "\n" follows every <|im_end|> (so the observation starts with it; written as {{ '\\n' }}
+# because `{%-` would strip a literal one).
+CHATML_TOOLS = (
+    "{%- if tools %}<|im_start|>system\nTools: {% for t in tools %}{{ t.function.name }} {% endfor %}<|im_end|>{{ '\\n' }}{% endif %}"
+    "{%- for m in messages %}"
+    "{%- if m.role == 'assistant' %}<|im_start|>assistant\n{{ m.content }}"
+    "{%- for c in m.tool_calls or [] %}<tool_call>\n{{ {'name': c.function.name, 'arguments': c.function.arguments} | tojson }}"
+    "\n</tool_call>{%- endfor %}<|im_end|>{{ '\\n' }}"
+    "{%- elif m.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ m.content }}\n</tool_response><|im_end|>{{ '\\n' }}"
+    "{%- else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>{{ '\\n' }}{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_a_template_that_renders_tool_calls_itself_joins_too(tokenizer, client_for) -> None:
+    chatml = copy.deepcopy(tokenizer)
+    chatml.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    chatml.chat_template = CHATML_TOOLS
+    chat = ChatFormat(chatml, tools=[CALCULATOR])
+    engine = ScriptedEngine(chatml, lambda call, row: CALL_TEXT["hermes"] if call == 0 else "408", chat.end_of_turn_id)
+    with Gateway(engine, chatml, tool_format="hermes") as gateway:
+        assert not gateway._inline_calls  # the template shows the calls; they are not written into content
+        session = gateway.open_session("chatml", sampling=SamplingParams(max_new_tokens=64), max_calls=2)
+        client = client_for(session.base_url, gateway.api_key)
+        messages = [{"role": "user", "content": "12*34="}]
+        first = client.chat.completions.create(model="policy", messages=messages, tools=[CALCULATOR])
+        (tool_call,) = first.choices[0].message.tool_calls
+        messages += [first.choices[0].message.model_dump(exclude_none=True),
+                     {"role": "tool", "tool_call_id": tool_call.id, "content": "408"}]
+        client.chat.completions.create(model="policy", messages=messages, tools=[CALCULATOR])
+        session.finish()
+        (part,) = session.parts()
+    observation = chat.observation_ids([{"role": "tool", "content": "408"}])
+    assert chatml.decode(observation).startswith("\n<|im_start|>user\n<tool_response>\n408")
+    call_ids = chatml(CALL_TEXT["hermes"], add_special_tokens=False).input_ids + [chat.end_of_turn_id]
+    answer_ids = chatml("408", add_special_tokens=False).input_ids + [chat.end_of_turn_id]
+    assert part.token_ids == chat.prompt_ids(messages[:1]) + call_ids + observation + answer_ids and session.splits == 0
