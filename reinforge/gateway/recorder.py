@@ -202,7 +202,8 @@ class EpisodeRecorder:
                 self.splits += 1
                 self.splits_by_reason[plan.split_reason] = self.splits_by_reason.get(plan.split_reason, 0) + 1
             chain = self._new_chain(plan.prompt_ids, split=plan.split, branch=False)
-        assert chain.token_ids == plan.prompt_ids  # the prompt that was sampled from is the chain so far
+        if chain.token_ids != plan.prompt_ids:  # cannot happen while a planned join point stays claimed
+            raise RuntimeError("the chain changed between plan and record; its tokens would not be the ones sampled from")
         for index, sample in enumerate(samples):
             if index > 0:
                 self.branches += 1

@@ -85,7 +85,8 @@ class GatewaySession:
     seed: int
     max_calls: int
     max_n: int
-    policy_version: int | None
+    policy_version: int | None  # the caller's learner version at open time, kept for its records (parts
+    # carry the version each engine call reported, which is what staleness checks need)
     recorder: EpisodeRecorder
     order: int
     _gateway: "Gateway" = field(repr=False)
@@ -178,7 +179,8 @@ class Gateway:
         self._socket = sock
         self._batcher = Batcher(self.engine, self.window_s, self.max_batch)
         self.port = self._socket.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
+        # log_config=None: uvicorn's default would dictConfig this process's logging (the trainer's)
+        config = uvicorn.Config(self.app, log_config=None, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=2, timeout_keep_alive=5)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
