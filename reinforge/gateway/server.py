@@ -176,6 +176,9 @@ class Gateway:
             sock.close()
             raise RuntimeError(f"cannot bind 127.0.0.1:{self.requested_port} ({err}); pick another port "
                                "or 0 for a free one") from None
+        # Accepted connections inherit TCP_NODELAY on Linux: without it a keep-alive response written in
+        # two parts (headers, body) waits ~40 ms for the client's delayed ACK (Nagle), on every request.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._socket = sock
         self._batcher = Batcher(self.engine, self.window_s, self.max_batch)
         self.port = self._socket.getsockname()[1]
