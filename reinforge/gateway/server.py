@@ -445,7 +445,7 @@ class Gateway:
             id="chatcmpl-" + uuid.uuid4().hex, created=int(time.time()), model=self.model_name, choices=out_choices,
             usage=Usage(prompt_tokens=len(prompt), completion_tokens=completion_tokens,
                         total_tokens=len(prompt) + completion_tokens),
-        ).model_dump(exclude_none=True)
+        ).model_dump()  # nulls kept, as OpenAI writes them ("content": null beside tool_calls)
 
     def _prompt(self, session: GatewaySession | None, messages: list[dict], schemas: list[dict] | None,
                 raw_messages: list[dict]) -> tuple[Plan | None, list[int]]:
