@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import copy
 import http.client
 import logging
 import secrets
@@ -135,11 +136,15 @@ class Gateway:
             raise ValueError(f"unknown tool_format {tool_format!r}; known formats: {', '.join(sorted(PARSERS))}")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        # A copy: the server thread tokenizes while the caller's thread may use its own tokenizer, and a
+        # Rust-backed tokenizer whose padding / truncation settings change under it raises "Already borrowed".
+        tokenizer = copy.deepcopy(tokenizer)
         self.engine, self.tokenizer, self.model_name = engine, tokenizer, model_name
         self.tool_format, self.max_new_tokens = tool_format, max_new_tokens
         self.max_context_tokens = max_context_tokens if max_context_tokens is not None else _engine_context(engine)
         self.window_s, self.max_batch, self.requested_port = window_s, max_batch, port
         self.api_key = secrets.token_urlsafe(32)
+        self._byte_decoder = _byte_level_decoder(tokenizer)
         self._plain = EpisodeRecorder(tokenizer)  # only its template cache: plain requests are not recorded
         self._inline_calls = not template_renders_tool_calls(self._plain.chat(None).template)
         self._stop_ids = tuple(dict.fromkeys(i for i in (self._plain.chat(None).end_of_turn_id, tokenizer.eos_token_id)
@@ -512,9 +517,17 @@ class Gateway:
     def _logprobs(self, choice: _Choice) -> ChoiceLogprobs:
         entries = []
         for token_id, logprob in zip(choice.content_ids, choice.logprobs):
-            token = self.tokenizer.decode([token_id])
-            entries.append(TokenLogprob(token=token, logprob=logprob, bytes=list(token.encode("utf-8"))))
+            raw = self._token_bytes(token_id)
+            entries.append(TokenLogprob(token=raw.decode("utf-8", errors="replace"), logprob=logprob, bytes=list(raw)))
         return ChoiceLogprobs(content=entries)
+
+    def _token_bytes(self, token_id: int) -> bytes:
+        """The token's own bytes (a byte-level BPE token may hold part of a UTF-8 character, which a
+        decode would turn into U+FFFD); the decoded text's bytes for other tokenizers."""
+        piece = self.tokenizer.convert_ids_to_tokens(token_id)
+        if self._byte_decoder is not None and isinstance(piece, str) and all(c in self._byte_decoder for c in piece):
+            return bytes(self._byte_decoder[c] for c in piece)
+        return self.tokenizer.decode([token_id]).encode("utf-8")
 
 
 def _engine_context(engine: Any) -> int | None:
@@ -522,3 +535,21 @@ def _engine_context(engine: Any) -> int | None:
     config = getattr(getattr(engine, "model", None), "config", None)
     value = getattr(config, "max_position_embeddings", None)
     return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def _byte_level_decoder(tokenizer: PreTrainedTokenizerBase) -> dict[str, int] | None:
+    """GPT-2's printable-character alphabet -> byte, when the tokenizer decodes byte-level BPE."""
+    decoder = getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", None)
+    if type(decoder).__name__ != "ByteLevel":
+        return None
+    # The GPT-2 byte <-> unicode table (Radford et al. 2019, encoder.py): printable bytes stand for
+    # themselves, the other 68 are shifted past 255.
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table, shift = {}, 0
+    for byte in range(256):
+        if byte in printable:
+            table[chr(byte)] = byte
+        else:
+            table[chr(256 + shift)] = byte
+            shift += 1
+    return table

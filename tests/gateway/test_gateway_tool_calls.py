@@ -106,13 +106,19 @@ def test_stop_strings_cut_the_content_and_the_recorded_tokens(tokenizer, client_
 
 def test_the_plain_endpoint_serves_and_records_nothing(tokenizer, client_for) -> None:
     chat = ChatFormat(tokenizer)
-    engine = ScriptedEngine(tokenizer, lambda call, row: "7", chat.end_of_turn_id)
+    engine = ScriptedEngine(tokenizer, lambda call, row: "é→7", chat.end_of_turn_id)
     with Gateway(engine, tokenizer, model_name="tiny") as gateway:
         client = client_for(gateway.base_url, gateway.api_key)
         assert [m.id for m in client.models.list()] == ["tiny"]
         reply = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "3+4="}],
-                                               temperature=0.5, n=2)
-        assert [c.message.content for c in reply.choices] == ["7", "7"]
+                                               temperature=0.5, n=2, logprobs=True)
+        assert [c.message.content for c in reply.choices] == ["é→7", "é→7"]
+        # Per-token log-probs of the content (the end-of-turn token is not content), with each
+        # token's own bytes: byte-level tokens split "→" mid-character, their bytes still add up.
+        tokens = reply.choices[0].logprobs.content
+        n = len(tokenizer("é→7", add_special_tokens=False).input_ids)
+        assert [t.logprob for t in tokens] == pytest.approx([-0.1 * (i + 1) for i in range(n)])
+        assert b"".join(bytes(t.bytes) for t in tokens) == "é→7".encode()
         (prompts, params), = engine.calls
         assert params.temperature == 0.5 and len(prompts) == 2  # the request's own sampling settings
         assert gateway.stats()["open_sessions"] == 0
