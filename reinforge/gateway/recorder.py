@@ -226,7 +226,8 @@ class EpisodeRecorder:
         chain.append(list(sample.token_ids), trained=True, logprobs=list(sample.logprobs))
         chain.turn_spans.append((start, len(chain.token_ids)))
         chain.finish_reason = sample.finish_reason
-        chain.policy_version = sample.policy_version if chain.policy_version is None else min(chain.policy_version, sample.policy_version)
+        versions = [v for v in (chain.policy_version, sample.policy_version) if v is not None]
+        chain.policy_version = min(versions)
         chain.messages = [*plan.raw_messages, sample.response_raw]
         chain.calls += 1
         history = [normalize(m) for m in plan.messages] + [normalize(sample.response)]

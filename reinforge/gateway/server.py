@@ -13,7 +13,8 @@ The server (FastAPI on uvicorn) runs in a daemon thread of this process, on a so
 request's own sampling settings and nothing is recorded), and the same under each session's
 `/sessions/<key>/v1`, where every call is recorded by the session's EpisodeRecorder and the
 session's SamplingParams win over the request's temperature / top_p / top_k (each override is
-counted in `session.overridden_params`; max_tokens is capped by the session's max_new_tokens).
+counted in `session.overridden_params`; max_tokens is capped by the session's max_new_tokens, and
+the seeds come from the session's seed, not the request's).
 
 Requests are rendered with the tokenizer's chat template, batched into engine calls by the
 Batcher (reinforge.gateway.batcher: its docstring gives the flush rule) and answered with the
