@@ -3,6 +3,7 @@ recorded token for token, and the learner's log-probs on it equal the engine's b
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from reinforge.engines.base import SamplingParams
@@ -11,6 +12,7 @@ from reinforge.envs.chat_format import ChatFormat
 from reinforge.gateway import Gateway
 from reinforge.learner.logprobs import token_logprobs
 from float_bounds import logit_bound
+from gateway_fakes import ScriptedEngine
 
 
 def test_three_calls_with_a_tool_turn_are_one_exact_part(tokenizer, sharp_nano_model, client_for) -> None:
@@ -65,3 +67,28 @@ def test_three_calls_with_a_tool_turn_are_one_exact_part(tokenizer, sharp_nano_m
     # The bound is tight enough to see a one-token shift of the observation.
     shifted = torch.tensor(part.logprobs[2:] + [0.0])
     assert not torch.allclose(learner[0][mask], shifted[mask], atol=bound, rtol=0)
+
+
+def test_an_agent_that_summarizes_its_history_yields_two_parts(tokenizer, client_for) -> None:
+    chat = ChatFormat(tokenizer)
+    engine = ScriptedEngine(tokenizer, lambda call, row: ["<<calculator: 12*34>>", "408", "408"][call], chat.end_of_turn_id)
+    with Gateway(engine, tokenizer) as gateway:
+        session = gateway.open_session("sum", sampling=SamplingParams(max_new_tokens=32), max_calls=3)
+        client = client_for(session.base_url, gateway.api_key)
+        messages = [{"role": "user", "content": "12*34="}]
+        first = client.chat.completions.create(model="policy", messages=messages)
+        messages += [first.choices[0].message.model_dump(exclude_none=True), {"role": "tool", "content": "408"}]
+        client.chat.completions.create(model="policy", messages=messages)  # joins
+        # The agent replaces its history by a summary: not append-only, so a new part begins.
+        summary = [{"role": "user", "content": "12*34 is 408 (tool). Answer:"}]
+        client.chat.completions.create(model="policy", messages=summary)
+        session.finish()
+        first_part, second_part = session.parts()
+        stats = gateway.stats()
+    assert session.splits == 1 and session.recorder.splits_by_reason == {"history_not_append_only": 1}
+    assert first_part.calls == 2 and not first_part.starts_with_split
+    assert second_part.calls == 1 and second_part.starts_with_split
+    answer = tokenizer("408", add_special_tokens=False).input_ids + [chat.end_of_turn_id]
+    assert second_part.token_ids == chat.prompt_ids(summary) + answer
+    assert second_part.logprobs[second_part.prompt_length:] == pytest.approx([-0.1 * (i + 1) for i in range(len(answer))])
+    assert stats["engine_calls"] == 3 and stats["errors"] == 0
