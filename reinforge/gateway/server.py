@@ -54,27 +54,19 @@ from reinforge.engines.base import Generation, SamplingParams
 from reinforge.envs.chat_format import ChatFormatError
 from reinforge.envs.tools.calls import PARSERS
 from reinforge.gateway.batcher import Batcher, BatcherClosed, EngineFailure, Job
+from reinforge.gateway.completions import SampledText
 from reinforge.gateway.recorder import EpisodeRecorder, Plan, Sample, TrajectoryPart
 from reinforge.gateway.tool_calls import (
     RequestTools, parse_completion, template_message, template_renders_tool_calls, template_tools,
 )
 from reinforge.gateway.wire import (
-    AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, ChoiceLogprobs, GatewayError, Message,
-    ModelCard, ModelList, TokenLogprob, Usage, check_supported, parse_request,
+    AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, GatewayError, Message, ModelCard, ModelList,
+    Usage, check_supported, parse_request,
 )
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0
 PLAIN_SEED = 0
-
-
-@dataclass
-class _Choice:
-    kept_ids: list[int]  # what the trajectory keeps (cut after the token completing a stop string)
-    logprobs: list[float]
-    content_ids: list[int]  # kept ids without a final stop token: what the content was decoded from
-    content: str
-    finish_reason: str
 
 
 @dataclass
@@ -145,7 +137,7 @@ class Gateway:
         self.max_context_tokens = max_context_tokens if max_context_tokens is not None else _engine_context(engine)
         self.window_s, self.max_batch, self.requested_port = window_s, max_batch, port
         self.api_key = secrets.token_urlsafe(32)
-        self._byte_decoder = _byte_level_decoder(tokenizer)
+        self._texts = SampledText(tokenizer)
         self._plain = EpisodeRecorder(tokenizer)  # only its template cache: plain requests are not recorded
         self._inline_calls = not template_renders_tool_calls(self._plain.chat(None).template)
         self._stop_ids = tuple(dict.fromkeys(i for i in (self._plain.chat(None).end_of_turn_id, tokenizer.eos_token_id)
@@ -413,7 +405,7 @@ class Gateway:
                   seed_base=session.seed if session else (req.seed if req.seed is not None else PLAIN_SEED))
         try:
             generations: list[Generation] = await asyncio.wrap_future(self._batcher.submit(job))
-            choices = [self._choice(g, req) for g in generations]
+            choices = [self._texts.choice(g, params.stop_token_ids, req.stop_strings()) for g in generations]
             parsed = [parse_completion(c.content, self.tool_format, tools, parse_calls=req.tool_choice != "none")
                       for c in choices]
         except BaseException as err:
@@ -432,7 +424,7 @@ class Gateway:
             malformed += bool(p.malformed)
             finish = "tool_calls" if p.tool_calls else choice.finish_reason
             message = AssistantMessage(content=p.content, tool_calls=p.tool_calls or None)
-            logprobs = self._logprobs(choice) if req.logprobs else None
+            logprobs = self._texts.logprobs(choice) if req.logprobs else None
             out_choices.append(Choice(index=index, message=message, finish_reason=finish, logprobs=logprobs))
             raw = message.model_dump(exclude_none=True)
             samples.append(Sample(
@@ -496,61 +488,9 @@ class Gateway:
         return SamplingParams(max_new_tokens=budget, temperature=run.temperature, top_p=run.top_p, top_k=run.top_k,
                               stop_token_ids=stops)
 
-    def _choice(self, gen: Generation, req: ChatCompletionRequest) -> _Choice:
-        ids, logprobs = list(gen.token_ids), list(gen.logprobs)
-        finish = "stop" if gen.finish_reason == "stop" else "length"
-        ended = finish == "stop" and ids and ids[-1] in self._stop_ids
-        content_ids = ids[:-1] if ended else ids
-        text = self._decode(content_ids)
-        stops = req.stop_strings()
-        if stops and any(s in text for s in stops):
-            for end in range(1, len(content_ids) + 1):
-                prefix = self._decode(content_ids[:end])
-                hits = [prefix.find(s) for s in stops if s in prefix]
-                if hits:
-                    # Keep the tokens through the one that completes the stop text: they were sampled.
-                    return _Choice(ids[:end], logprobs[:end], content_ids[:end], prefix[: min(hits)], "stop")
-        return _Choice(ids, logprobs, content_ids, text, finish)
-
-    def _decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
-
-    def _logprobs(self, choice: _Choice) -> ChoiceLogprobs:
-        entries = []
-        for token_id, logprob in zip(choice.content_ids, choice.logprobs):
-            raw = self._token_bytes(token_id)
-            entries.append(TokenLogprob(token=raw.decode("utf-8", errors="replace"), logprob=logprob, bytes=list(raw)))
-        return ChoiceLogprobs(content=entries)
-
-    def _token_bytes(self, token_id: int) -> bytes:
-        """The token's own bytes (a byte-level BPE token may hold part of a UTF-8 character, which a
-        decode would turn into U+FFFD); the decoded text's bytes for other tokenizers."""
-        piece = self.tokenizer.convert_ids_to_tokens(token_id)
-        if self._byte_decoder is not None and isinstance(piece, str) and all(c in self._byte_decoder for c in piece):
-            return bytes(self._byte_decoder[c] for c in piece)
-        return self.tokenizer.decode([token_id]).encode("utf-8")
-
 
 def _engine_context(engine: Any) -> int | None:
     """The model's context length when the engine exposes its model (TorchEngine does); else None."""
     config = getattr(getattr(engine, "model", None), "config", None)
     value = getattr(config, "max_position_embeddings", None)
     return int(value) if isinstance(value, int) and value > 0 else None
-
-
-def _byte_level_decoder(tokenizer: PreTrainedTokenizerBase) -> dict[str, int] | None:
-    """GPT-2's printable-character alphabet -> byte, when the tokenizer decodes byte-level BPE."""
-    decoder = getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", None)
-    if type(decoder).__name__ != "ByteLevel":
-        return None
-    # The GPT-2 byte <-> unicode table (Radford et al. 2019, encoder.py): printable bytes stand for
-    # themselves, the other 68 are shifted past 255.
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    table, shift = {}, 0
-    for byte in range(256):
-        if byte in printable:
-            table[chr(byte)] = byte
-        else:
-            table[chr(256 + shift)] = byte
-            shift += 1
-    return table
