@@ -79,6 +79,9 @@ class Batcher:
         self.engine, self.window_s, self.max_batch = engine, window_s, max_batch
         self._takes_budgets = _accepts(engine.generate, "budgets")
         self._cond = threading.Condition()
+        # Held during every engine call: a caller that changes the engine (sync_weights) while
+        # agents may be running takes it too, so a batch never samples from half-updated weights.
+        self.engine_lock = threading.Lock()
         self._pending: list[Job] = []
         self._open: set[str] = set()  # sessions open and unfinished
         self._closed = False
@@ -192,7 +195,8 @@ class Batcher:
         start = time.perf_counter()
         failure: str | None = None
         try:
-            generations = self.engine.generate(prompts, params, seed=seed, **kwargs)
+            with self.engine_lock:
+                generations = self.engine.generate(prompts, params, seed=seed, **kwargs)
             if not isinstance(generations, list) or len(generations) != len(prompts) or not all(
                 isinstance(g, Generation) and g.token_ids for g in generations
             ):

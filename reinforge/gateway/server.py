@@ -237,6 +237,13 @@ class Gateway:
         self.close()
 
     @property
+    def engine_lock(self) -> threading.Lock:
+        """Held while the gateway's worker calls the engine: hold it to sync weights mid-run."""
+        if self._batcher is None:
+            raise RuntimeError("the gateway is not started")
+        return self._batcher.engine_lock
+
+    @property
     def threads(self) -> list[threading.Thread]:
         """The gateway's own threads (server, engine worker), for checks that none is left."""
         threads = [self._thread, self._batcher._thread if self._batcher else None]

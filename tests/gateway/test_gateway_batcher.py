@@ -23,8 +23,10 @@ class RecordingEngine:
         return [Generation([p[0]], [-1.0], "stop") for p in prompts]
 
 
-def run_flush(engine, jobs, sessions):
+def run_flush(engine, jobs, sessions, batcher_ref=None):
     batcher = Batcher(engine, window_s=60.0)
+    if batcher_ref is not None:
+        batcher_ref.append(batcher)
     for key in sessions:
         batcher.open_session(key)
     futures = [batcher.submit(job) for job in jobs]  # the last one completes "every session pending"
@@ -41,8 +43,13 @@ def jobs(temperatures, max_tokens):
 
 def test_one_flush_makes_one_call_per_distinct_params_in_session_order_with_derived_seeds() -> None:
     engine = RecordingEngine()
+    generate = engine.generate
+    holds = []
+    engine.generate = lambda *a, **k: (holds.append(batcher_ref[0].engine_lock.locked()), generate(*a, **k))[1]
+    batcher_ref = []
     submitted = jobs([1.0, 0.5, 1.0], [4, 4, 4])
-    results, batcher = run_flush(engine, list(reversed(submitted)), ["s0", "s1", "s2"])
+    results, batcher = run_flush(engine, list(reversed(submitted)), ["s0", "s1", "s2"], batcher_ref)
+    assert holds == [True, True]  # engine calls hold the engine lock (weight syncs take it too)
     assert [[g.token_ids for g in r] for r in reversed(results)] == [[[10], [10]], [[11]], [[12]]]  # n=2 -> 2 rows
     (p1, params1, seed1), (p2, params2, seed2) = engine.calls
     assert p1 == [[10], [10], [12]] and params1.temperature == 1.0  # sorted by session open order
