@@ -50,8 +50,9 @@ def logprob_gap_metrics(learner_logprobs: torch.Tensor, engine_logprobs: torch.T
 
 
 # A measured mean |engine - learner| log-prob above this means the engine is not exact: a float32
-# TorchEngine on the learner's weights measures ~1e-7, a bfloat16 one ~1e-2 (README, 'bf16').
-GAP_WARNING_THRESHOLD = 1e-3
+# TorchEngine on the learner's weights measures ~1e-7; bf16 on either side ~1e-3 even on a fresh,
+# near-uniform nano model (tests/trainer/test_logprob_gap_step.py; README, 'bf16').
+GAP_WARNING_THRESHOLD = 1e-4
 
 
 def measured_gap_warning(metrics: dict[str, float], tis_cap: float | None) -> str | None:
