@@ -17,6 +17,7 @@ import torch
 
 from reinforge.algos.advantages import get_estimator
 from reinforge.algos.logprob_gap import GAP_WARNING_THRESHOLD
+from reinforge.algos.losses.rollout_correction import rollout_is_weights
 from reinforge.config import load_config
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
@@ -125,3 +126,23 @@ def test_rollout_masking_drops_the_samples_pushed_out_of_the_band(fp32_rollouts,
     # the kept samples are exact: their sequence weights are 1 (up to noise), none capped
     assert prepared["tis_capped_frac"] == 0.0 and prepared["tis_weight_mean"] == pytest.approx(1.0, abs=1e-3)
     assert math.isfinite(updated["loss"])
+
+
+@pytest.mark.parametrize("level", ["sequence", "geometric"])
+def test_sequence_weights_folded_into_the_update_equal_the_explicit_ones(fp32_rollouts, tokenizer, level) -> None:
+    """One optimizer step with algo.tis_cap: the update's forward gives the proximal log-probs and
+    the sequence-level weights, accumulated over micro-batches of 4 rows; the same weights as from
+    a no-grad forward of the whole batch (up to float32 noise)."""
+    shifted = copy.deepcopy(fp32_rollouts)
+    for row, t in enumerate(shifted):  # engine log-probs 0.5 lower on every third row: ratio e^(0.5 n), geometric e^0.5 > cap
+        if row % 3 == 0:
+            t.behaviour_logprobs = [lp - 0.5 if m else lp for lp, m in zip(t.behaviour_logprobs, t.loss_mask)]
+    algo = load_config("default", ["algo.tis_cap=1.5", f"algo.tis_level={level}"]).algo
+    learner = PolicyLearner(start_model(tokenizer), lr=1e-3, micro_batch_size=4)
+    batch, prepared = prepare_batch(shifted, algo, get_estimator(algo.advantage), WEIGHTS, tokenizer.pad_token_id, learner, None, None)
+    assert batch.tis_weights is None and "tis_weight_mean" not in prepared  # folded
+    explicit, expected = rollout_is_weights(learner.logprobs(batch), batch.behaviour_logprobs, batch.loss_mask, 1.5, level)
+    updated = learner.train_step(batch, make_policy_objective(algo))
+    assert updated["tis_weight_mean"] == pytest.approx(expected["tis_weight_mean"], abs=1e-4)
+    assert updated["tis_capped_frac"] == expected["tis_capped_frac"] > 0  # some samples' ratio exceeds the cap
+    assert explicit[batch.loss_mask].min() < 1.5  # and others' do not
