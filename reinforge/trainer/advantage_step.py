@@ -90,7 +90,7 @@ def prepare_batch(
     estimator: EstimatorSpec,
     reward_weights: dict[str, float],
     pad_token_id: int,
-    learner: PolicyLearner,
+    learner: PolicyLearner | None,
     reference: ReferenceModel | None,
     critic: CriticLearner | None,
 ) -> tuple[TrainingBatch, dict[str, float]]:
@@ -116,7 +116,10 @@ def prepare_batch(
     # by one no-grad forward here, which decoupled PPO and rollout masking reuse.
     behaviour = batch.old_logprobs
     proximal = None
-    if gap_measured_in_update(algo, learner):
+    if learner is None:  # the advantage math alone (no policy to compare with): nothing to measure
+        if algo.tis_cap is not None or algo.rollout_mask is not None:
+            raise ValueError("algo.tis_cap and algo.rollout_mask need the learner's log-probs: pass the learner")
+    elif gap_measured_in_update(algo, learner):
         batch.behaviour_logprobs = behaviour
     else:
         proximal = learner.logprobs(batch)
