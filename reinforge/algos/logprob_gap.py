@@ -10,6 +10,8 @@ weights, same dtype, same kernels) has d_t ~ 0 and every ratio ~ 1; a bf16 engin
 or an engine on another machine drift from the learner, and the drift is off-policy data the loss
 does not know about (Yao et al., "Your Efficient RL Framework Secretly Brings You Off-Policy RL
 Training", 2025). Every RL step logs these (reinforge.trainer.advantage_step), whatever the engine.
+The learner side is the policy before the step's update, so under an async schedule or partial
+rollouts (behaviour = older weights) the gap also holds the data's staleness, not only numerics.
 
 The means are over sampled tokens, so micro-batch values combine as token-weighted means; the
 `_max` / `_min` keys combine by max / min (PolicyLearner.train_step, the data-parallel learner).

@@ -13,7 +13,6 @@ import copy
 import math
 
 import pytest
-import torch
 
 from reinforge.algos.advantages import get_estimator
 from reinforge.algos.logprob_gap import GAP_WARNING_THRESHOLD
