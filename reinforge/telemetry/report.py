@@ -79,7 +79,7 @@ def plots(rows: list[dict]) -> list[str]:
         line_chart("Engine vs learner log-prob gap", {
             "mean |Δ log-prob|": series(rows, "rl", "logprob_gap/abs_mean"),
             "max |Δ log-prob|": series(rows, "rl", "logprob_gap/abs_max"),
-        }, "nats / sampled token", "gap"),
+        }, "nats / sampled token", "gap", log_y=True),  # fp32 ~1e-7, bf16 ~1e-2: decades apart
         line_chart("Importance ratio learner / engine", {
             "mean": series(rows, "rl", "logprob_gap/ratio_mean"),
             "min": series(rows, "rl", "logprob_gap/ratio_min"),
