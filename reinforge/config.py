@@ -140,6 +140,18 @@ class AlgoConfig(Section):
     ace_alpha: float = Field(0.0, ge=0, description="ACE: scale negative advantages by 1 + alpha * shape(log pi/pi_ref of the sample); loads a reference.")
     ace_shape: Literal["softplus", "relu"] = Field("softplus", description="ACE: softplus (the paper's choice) or relu (errors no surer than the reference are left alone).")
     tis_cap: float | None = Field(None, gt=0, description="Truncated importance sampling cap against behaviour log-probs (e.g. 2.0); None disables.")
+    tis_level: Literal["token", "sequence", "geometric"] = Field(
+        "token",
+        description="Ratio the algo.tis_cap weights truncate (reinforge.algos.losses.rollout_correction): token = exp(learner - engine log-prob) per token; sequence = their product over a sample (one weight per sample); geometric = the product's per-token geometric mean.",
+    )
+    rollout_mask: Literal["token", "sequence", "geometric"] | None = Field(
+        None,
+        description="Rollout rejection: tokens (token) or whole samples (sequence, geometric) whose learner/engine ratio at that level leaves [rollout_mask_low, rollout_mask_high] leave the loss; costs one no-grad learner forward per step. None disables.",
+    )
+    rollout_mask_low: float | None = Field(None, gt=0, description="Lower end of the rollout_mask band (at most 1); default 1 / rollout_mask_high.")
+    rollout_mask_high: float | None = Field(
+        None, gt=0, description="Upper end of the rollout_mask band (at least 1), e.g. 2.0 for token or sequence, 1.001 for geometric; required with rollout_mask."
+    )
     gamma: float = Field(1.0, gt=0, le=1, description="Discount (gae, and over turns for turn_rloo).")
     lam: float = Field(1.0, ge=0, le=1, description="GAE lambda.")
     pass_k: int = Field(1, gt=0, description="k of the pass@k estimator.")
@@ -159,7 +171,10 @@ class AlgoConfig(Section):
     mini_batches: int = Field(1, gt=0, description="Optimizer steps per pass over a rollout batch.")
     micro_batch_size: int = Field(64, gt=0, description="Sequences per forward/backward (gradient accumulation).")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clipping bound of the policy (and critic) updates.")
-    bf16_autocast: bool = Field(False, description="bfloat16 autocast for the learner's forward/backward.")
+    bf16_autocast: bool = Field(
+        False,
+        description="bfloat16 autocast for the learner's forward/backward (CPU or CUDA, from the model's device); weights, gradients and AdamW state stay float32. See the README, 'bf16'.",
+    )
 
 
 class CriticConfig(Section):

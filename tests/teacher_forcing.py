@@ -205,7 +205,9 @@ def metric_bounds(learner: PolicyLearner, batch: TrainingBatch, algo: AlgoConfig
     advantages = batch.advantages if batch.advantages.dim() == 2 else batch.advantages[:, None].expand_as(lp)
     adv = advantages.double()[mask].abs()
 
-    folded = batch.behaviour_logprobs is not None
+    # behaviour_logprobs without a cap only feed the gap metrics (|lp - behaviour|, e^(lp - behaviour):
+    # slopes 1 and r, inside the bound below); with a cap the proximal forward is folded (TIS).
+    folded = batch.behaviour_logprobs is not None and algo.tis_cap is not None
     log_ratio = torch.zeros_like(lp[mask]) if folded else (lp - batch.old_logprobs.double())[mask]
     if folded:
         log_rho = (lp - batch.behaviour_logprobs.double())[mask]

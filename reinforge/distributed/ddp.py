@@ -127,7 +127,11 @@ class DataParallelPolicyLearner(PolicyLearner):
             metrics = super().train_step(batch, loss_fn)
         finally:
             self._global_norm = None
-        keys = sorted(k for k in metrics if k != "grad_norm")
-        shares = torch.tensor([metrics[k] for k in keys], dtype=torch.float64)
-        dist.all_reduce(shares, op=dist.ReduceOp.SUM, group=self.group)
-        return {**dict(zip(keys, shares.tolist())), "grad_norm": metrics["grad_norm"]}
+        # Extremes (`_max` / `_min` keys, see policy_learner.accumulate_metric) reduce by max / min.
+        reduced = {"grad_norm": metrics["grad_norm"]}
+        for suffix, op in (("_max", dist.ReduceOp.MAX), ("_min", dist.ReduceOp.MIN), ("", dist.ReduceOp.SUM)):
+            keys = sorted(k for k in metrics if k not in reduced and k.endswith(suffix))
+            values = torch.tensor([metrics[k] for k in keys], dtype=torch.float64)
+            dist.all_reduce(values, op=op, group=self.group)
+            reduced.update(zip(keys, values.tolist()))
+        return reduced

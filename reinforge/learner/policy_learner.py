@@ -41,7 +41,12 @@ class PolicyLearner:
         self.version = 0  # bumped on every optimizer step; engines sample from a known version
 
     def _autocast(self):
-        return torch.autocast("cpu", dtype=torch.bfloat16) if self.bf16_autocast else contextlib.nullcontext()
+        """bf16 autocast on the model's device type (cpu or cuda): matmuls run in bfloat16 while
+        the weights, their gradients and AdamW's state stay float32 (the master copy)."""
+        if not self.bf16_autocast:
+            return contextlib.nullcontext()
+        device_type = next(self.model.parameters()).device.type
+        return torch.autocast(device_type, dtype=torch.bfloat16)
 
     def loss_normalizer(self, batch: TrainingBatch) -> LossNormalizer:
         """The counts losses (and metrics) are normalized by. A data-parallel learner
@@ -78,7 +83,7 @@ class PolicyLearner:
             weight = micro.num_loss_tokens / normalizer
             totals["loss"] = totals.get("loss", 0.0) + loss.item()
             for key, value in metrics.items():
-                totals[key] = totals.get(key, 0.0) + value * weight
+                totals[key] = accumulate_metric(key, totals.get(key), value, weight)
             entropy_sum += (entropy.detach() * micro.loss_mask).sum().item()
         self.reduce_gradients()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
@@ -92,6 +97,16 @@ class PolicyLearner:
     def logprobs(self, batch: TrainingBatch) -> torch.Tensor:
         """Log-probs of `batch` under the current weights, without gradients: [N, T-1]."""
         return compute_logprobs(self.model, batch, self.micro_batch_size, self.temperature, self._autocast)
+
+
+def accumulate_metric(key: str, total: float | None, value: float, weight: float) -> float:
+    """One micro-batch's metric into the step's: keys ending in `_max` / `_min` are extremes,
+    combined by max / min; every other metric is a mean, combined weighted by token share."""
+    if key.endswith("_max"):
+        return value if total is None else max(total, value)
+    if key.endswith("_min"):
+        return value if total is None else min(total, value)
+    return (total or 0.0) + value * weight
 
 
 @torch.no_grad()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 from reinforge.algos.advantages import get_estimator
@@ -36,7 +37,10 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
             f"samples within a group and needs group_size >= {estimator.min_group_size}"
         )
     check_algorithm(cfg)
+    check_rollout_correction(cfg.algo)
     check_schedule(cfg)
+    for warning in engine_gap_warnings(cfg):
+        print(f"reinforge: warning: {warning}", file=sys.stderr)
     samples = cfg.rollout.prompts_per_step * cfg.rollout.group_size
     if samples % cfg.algo.mini_batches:
         raise ConfigError(
@@ -156,3 +160,55 @@ def check_schedule(cfg: Config) -> None:
             f"trainer.partial_rollouts=true samples all {rows} rows in flight (trainer.overprovision x rollout.prompts_per_step "
             f"x rollout.group_size) in one engine batch, at most {MAX_BATCH_SIZE}; lower one of them"
         )
+
+
+def check_rollout_correction(algo) -> None:
+    """The level and band keys of rollout correction (reinforge.algos.losses.rollout_correction)."""
+    if algo.tis_level != "token" and algo.tis_cap is None:
+        raise ConfigError(
+            f"algo.tis_level={algo.tis_level} is the level of the algo.tis_cap weights, but algo.tis_cap is unset; "
+            "set algo.tis_cap (e.g. 2.0) or leave algo.tis_level=token"
+        )
+    if algo.rollout_mask is None:
+        if algo.rollout_mask_low is not None or algo.rollout_mask_high is not None:
+            raise ConfigError(
+                "algo.rollout_mask_low / algo.rollout_mask_high are the band of algo.rollout_mask, which is unset; "
+                "set algo.rollout_mask=token|sequence|geometric, or remove them"
+            )
+        return
+    high = algo.rollout_mask_high
+    if high is None:
+        raise ConfigError(
+            f"algo.rollout_mask={algo.rollout_mask} needs algo.rollout_mask_high, the upper end of the band of kept "
+            "ratios (>= 1; e.g. 2.0, or 1.001 for geometric)"
+        )
+    low = algo.rollout_mask_low if algo.rollout_mask_low is not None else 1.0 / high
+    if not low <= 1.0 <= high:
+        raise ConfigError(
+            f"the band [algo.rollout_mask_low={low:g}, algo.rollout_mask_high={high:g}] must hold 1, the ratio of an exact "
+            "engine: set rollout_mask_low <= 1 <= rollout_mask_high"
+        )
+
+
+def inexact_engine_reasons(cfg: Config) -> list[str]:
+    """Why the rollout engine's log-probs will not match the learner's, from the config alone."""
+    reasons = []
+    if cfg.rollout.engine_dtype != "float32":
+        reasons.append(f"rollout.engine_dtype={cfg.rollout.engine_dtype} samples with a bfloat16 copy of the float32 weights")
+    if cfg.algo.bf16_autocast:
+        reasons.append("algo.bf16_autocast=true computes the learner's log-probs in bfloat16")
+    if cfg.workers.workers > 0 and cfg.workers.address is not None:
+        reasons.append(f"workers.address={cfg.workers.address} may run the rollout engines on other machines, whose kernels round differently")
+    return reasons
+
+
+def engine_gap_warnings(cfg: Config) -> list[str]:
+    """Before compute: an inexact engine without the importance correction (algo.tis_cap)."""
+    reasons = inexact_engine_reasons(cfg)
+    if not reasons or cfg.algo.tis_cap is not None:
+        return []
+    return [
+        f"the rollout engine is not exact ({'; '.join(reasons)}): its log-probs drift from the learner's, so the "
+        "'on-policy' data is off-policy; the gap is logged every step (logprob_gap/*). Set algo.tis_cap "
+        "(e.g. 2.0) to correct it with truncated importance weights"
+    ]

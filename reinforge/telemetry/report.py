@@ -76,6 +76,15 @@ def plots(rows: list[dict]) -> list[str]:
         line_chart("Reward, with each named part", rewards, "reward", "reward"),
         line_chart("Held-out accuracy", held_out, "accuracy", "heldout"),
         line_chart("KL to the reference policy", {"kl_ref": series(rows, "rl", "kl_ref")}, "KL", "kl"),
+        line_chart("Engine vs learner log-prob gap", {
+            "mean |Δ log-prob|": series(rows, "rl", "logprob_gap/abs_mean"),
+            "max |Δ log-prob|": series(rows, "rl", "logprob_gap/abs_max"),
+        }, "nats / sampled token", "gap", log_y=True),  # fp32 ~1e-7, bf16 ~1e-2: decades apart
+        line_chart("Importance ratio learner / engine", {
+            "mean": series(rows, "rl", "logprob_gap/ratio_mean"),
+            "min": series(rows, "rl", "logprob_gap/ratio_min"),
+            "max": series(rows, "rl", "logprob_gap/ratio_max"),
+        }, "ratio", "gapratio"),
         line_chart("Policy entropy", {"entropy": series(rows, "rl", "entropy")}, "nats / token", "entropy"),
         line_chart("Response length", {"response_length": series(rows, "rl", "response_length")}, "tokens", "length"),
         line_chart("Tool-call rate", {"tool_call_rate": series(rows, "rl", "tool_call_rate")}, "rate", "tools"),

@@ -48,12 +48,15 @@ def _axes(title: str, xlabel: str, ylabel: str) -> tuple[plt.Figure, plt.Axes]:
     return fig, ax
 
 
-def line_chart(title: str, series: Series, ylabel: str, prefix: str, xlabel: str = "RL step") -> str | None:
-    """One line per non-empty series (markers when a curve has few points); None if all are empty."""
+def line_chart(title: str, series: Series, ylabel: str, prefix: str, xlabel: str = "RL step", log_y: bool = False) -> str | None:
+    """One line per non-empty series (markers when a curve has few points); None if all are empty.
+    `log_y`: a log y axis (for curves spanning decades), unless a value is not positive."""
     series = {label: points for label, points in series.items() if points}
     if not series:
         return None
     fig, ax = _axes(title, xlabel, ylabel)
+    if log_y and all(y > 0 for points in series.values() for _, y in points):
+        ax.set_yscale("log")
     for i, (label, points) in enumerate(series.items()):
         xs, ys = zip(*points)
         width = 2.0 if i == 0 else 1.4

@@ -9,7 +9,8 @@ from __future__ import annotations
 import torch
 
 from reinforge.algos.advantages import EstimatorSpec
-from reinforge.algos.losses.importance import truncated_is_weights
+from reinforge.algos.logprob_gap import logprob_gap_metrics
+from reinforge.algos.losses.rollout_correction import rollout_is_weights, rollout_rejection_mask
 from reinforge.algos.losses.kl import kl_penalty
 from reinforge.algos.losses.sample_weighting import confidence_scaled_negatives, sequence_log_ratio, weight_by_sign
 from reinforge.algos.types import AdvantageInputs
@@ -20,6 +21,16 @@ from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.trainer.turn_credit import turn_layout, void_turn_rows
+
+
+def update_forward_is_proximal(algo: AlgoConfig, learner: PolicyLearner) -> bool:
+    """Whether every forward of the update runs on the weights that were current before it (the
+    proximal policy, in eval mode): one optimizer step (epochs == mini_batches == 1, the micro-batch
+    forwards of gradient accumulation all run before that step) and no active dropout. Then the
+    update's own forward measures the engine's log-prob gap for free (no extra forward)."""
+    if algo.epochs != 1 or algo.mini_batches != 1:
+        return False
+    return not has_active_dropout(learner.model)
 
 
 def proximal_forward_folds(algo: AlgoConfig, learner: PolicyLearner) -> bool:
@@ -39,12 +50,26 @@ def proximal_forward_folds(algo: AlgoConfig, learner: PolicyLearner) -> bool:
 
     Kept otherwise: with several optimizer steps the later forwards no longer see pi_prox; with
     ACE (ace_alpha > 0) the advantages need the proximal log-probs before the update (the
-    sequence log-ratio to the reference is taken from old_logprobs); and when the model has
-    active dropout, a train-mode forward is not the eval-mode forward that defines pi_prox.
+    sequence log-ratio to the reference is taken from old_logprobs); with rollout masking
+    (algo.rollout_mask) the samples to reject are chosen from the proximal log-probs before the
+    update; and when the model has active dropout, a train-mode forward is not the eval-mode
+    forward that defines pi_prox.
     """
-    if algo.epochs != 1 or algo.mini_batches != 1 or algo.ace_alpha > 0:
+    if algo.ace_alpha > 0 or algo.rollout_mask is not None:
         return False
-    return not has_active_dropout(learner.model)
+    return update_forward_is_proximal(algo, learner)
+
+
+def gap_measured_in_update(algo: AlgoConfig, learner: PolicyLearner) -> bool:
+    """Whether prepare_batch leaves the proximal forward to the update: the fold of decoupled PPO
+    (with algo.tis_cap), or, without it, any update whose forward runs on the proximal weights.
+    Otherwise it runs one no-grad learner forward of the batch (about a third of an update's
+    compute: a forward without the backward)."""
+    if algo.rollout_mask is not None:
+        return False
+    if algo.tis_cap is not None:
+        return proximal_forward_folds(algo, learner)
+    return update_forward_is_proximal(algo, learner)
 
 
 def has_active_dropout(model: torch.nn.Module) -> bool:
@@ -65,7 +90,7 @@ def prepare_batch(
     estimator: EstimatorSpec,
     reward_weights: dict[str, float],
     pad_token_id: int,
-    learner: PolicyLearner,
+    learner: PolicyLearner | None,
     reference: ReferenceModel | None,
     critic: CriticLearner | None,
 ) -> tuple[TrainingBatch, dict[str, float]]:
@@ -86,6 +111,29 @@ def prepare_batch(
             rewards = rewards + turns.rewards.sum(1)
     components = {name: torch.tensor([t.rewards[name] for t in trajectories]) for name in reward_weights}
 
+    # The engine's log-prob gap to the learner (logprob_gap/*), every step: measured by the update's
+    # own forward when that runs on the proximal weights (the loss sees behaviour_logprobs), else
+    # by one no-grad forward here, which decoupled PPO and rollout masking reuse.
+    behaviour = batch.old_logprobs
+    proximal = None
+    if learner is None:  # the advantage math alone (no policy to compare with): nothing to measure
+        if algo.tis_cap is not None or algo.rollout_mask is not None:
+            raise ValueError("algo.tis_cap and algo.rollout_mask need the learner's log-probs: pass the learner")
+    elif gap_measured_in_update(algo, learner):
+        batch.behaviour_logprobs = behaviour
+    else:
+        proximal = learner.logprobs(batch)
+        if mask.any():
+            metrics.update(logprob_gap_metrics(proximal, behaviour, mask))
+    if algo.rollout_mask is not None:
+        # Rejected tokens / samples leave the loss as void turns do; their rewards still count in
+        # their group's baseline, as they were sampled alongside the rest.
+        high = algo.rollout_mask_high
+        low = algo.rollout_mask_low if algo.rollout_mask_low is not None else 1.0 / high
+        keep, mask_metrics = rollout_rejection_mask(proximal, behaviour, mask, low, high, algo.rollout_mask)
+        mask &= keep
+        metrics.update(mask_metrics)
+
     if reference is not None:
         batch.ref_logprobs = reference.logprobs(batch)
     token_rewards = None
@@ -98,18 +146,15 @@ def prepare_batch(
         else:
             rewards = rewards - algo.kl_coef * kl.sum(1).double()
 
-    if algo.tis_cap is not None:
+    if algo.tis_cap is not None and proximal is not None:
         # Decoupled PPO: the ratio is taken against the learner's own (proximal) log-probs, and
-        # the gap to the policy that actually sampled is corrected by capped importance weights.
-        if proximal_forward_folds(algo, learner):
-            # The update's own forward yields the proximal log-probs: the loss computes the weights
-            # (and reports tis_weight_mean / tis_capped_frac), see policy_objective.
-            batch.behaviour_logprobs = batch.old_logprobs
-        else:
-            proximal = learner.logprobs(batch)
-            batch.tis_weights, tis_metrics = truncated_is_weights(proximal, batch.old_logprobs, mask, algo.tis_cap)
-            batch.old_logprobs = proximal
-            metrics.update(tis_metrics)
+        # the gap to the policy that actually sampled is corrected by capped importance weights
+        # (per token, or per sample with algo.tis_level). When the fold applies (proximal is None),
+        # the update's own forward yields the proximal log-probs and the loss computes the weights
+        # (and reports tis_weight_mean / tis_capped_frac), see policy_objective.
+        batch.tis_weights, tis_metrics = rollout_is_weights(proximal, behaviour, mask, algo.tis_cap, algo.tis_level)
+        batch.old_logprobs = proximal
+        metrics.update(tis_metrics)
 
     if critic is not None:
         batch.old_values = critic.values(batch)

@@ -5,16 +5,20 @@
 
 with one aggregation mode for every term, so micro-batch losses add up to the mini-batch loss.
 
-Decoupled PPO folded into the update: when a batch carries `behaviour_logprobs` (set by
-`advantage_step.prepare_batch` when the update is a single optimizer step, see
-`proximal_forward_folds` there), the proximal log-probs are this forward's own, detached,
+The proximal forward folded into the update: when a batch carries `behaviour_logprobs` (the
+engine's, set by `advantage_step.prepare_batch` when the update is a single optimizer step, see
+`gap_measured_in_update` there), this forward's own log-probs are the proximal ones. The loss
+then reports the engine's log-prob gap to them (reinforge.algos.logprob_gap), and with
+`algo.tis_cap` (decoupled PPO) takes them, detached, as old log-probs:
 
     old_logprobs = logprobs.detach(),   tis_weights = min(exp(old_logprobs - behaviour), cap)
 
+(per token, or per sample with algo.tis_level, reinforge.algos.losses.rollout_correction),
 which is what the separate no-grad forward would have given, since no optimizer step happens
-between the two. The weights' metrics (tis_weight_mean, tis_capped_frac) are means over this
-micro-batch's sampled tokens; the learner weights micro-batch metrics by their token counts, so
-the logged values are the same whole-batch means prepare_batch reported without the fold.
+between the two. Without a cap old_logprobs stay the behaviour log-probs (plain PPO). The metrics
+are means over this micro-batch's sampled tokens (and maxima / minima for the `_max` / `_min`
+keys); the learner combines micro-batch metrics by token count (and max / min), so the logged
+values are the same whole-batch values prepare_batch reports without the fold.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from __future__ import annotations
 import torch
 
 from reinforge.algos.losses.aggregation import aggregate
-from reinforge.algos.losses.importance import truncated_is_weights
+from reinforge.algos.logprob_gap import logprob_gap_metrics
+from reinforge.algos.losses.rollout_correction import rollout_is_weights
 from reinforge.algos.losses.kl import kl_penalty
 from reinforge.algos.losses.policy import PolicyLossParams, get_policy_loss
 from reinforge.algos.types import LossNormalizer
@@ -54,11 +59,12 @@ def make_policy_objective(algo: AlgoConfig) -> LossFn:
     def loss_fn(logprobs: torch.Tensor, entropy: torch.Tensor, micro: TrainingBatch, norm: LossNormalizer):
         mask = micro.loss_mask
         old_logprobs, tis_weights, tis_metrics = micro.old_logprobs, micro.tis_weights, {}
-        if micro.behaviour_logprobs is not None:  # the folded proximal forward (module docstring)
-            if algo.tis_cap is None:
-                raise ValueError("a batch with behaviour_logprobs needs algo.tis_cap (decoupled PPO)")
-            old_logprobs = logprobs.detach()
-            tis_weights, tis_metrics = truncated_is_weights(old_logprobs, micro.behaviour_logprobs, mask, algo.tis_cap)
+        if micro.behaviour_logprobs is not None:  # this forward is the proximal one (module docstring)
+            tis_metrics = logprob_gap_metrics(logprobs, micro.behaviour_logprobs, mask)
+            if algo.tis_cap is not None:
+                old_logprobs = logprobs.detach()
+                tis_weights, weight_metrics = rollout_is_weights(old_logprobs, micro.behaviour_logprobs, mask, algo.tis_cap, algo.tis_level)
+                tis_metrics.update(weight_metrics)
         params = policy_loss_params(algo, tis_weights)
         per_token, metrics = policy_loss(logprobs, old_logprobs, micro.advantages, mask, params)
         metrics.update(tis_metrics)

@@ -14,6 +14,7 @@ later steps with weights up to `trainer.max_staleness` versions old while the le
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import torch
 
 from reinforge.algos.advantages import get_estimator
+from reinforge.algos.logprob_gap import measured_gap_warning
 from reinforge.config import Config
 from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.base import Env
@@ -243,6 +245,8 @@ def run_rl(
                 "policy_version": float(parts.learner.version),
                 **{f"time/{key}": seconds for key, seconds in phases.items()},
             }
+            if step == first_step and (warning := measured_gap_warning(metrics, algo.tis_cap)) is not None:
+                print(f"reinforge: warning: {warning}", file=sys.stderr)
             result.rewards.append(metrics["reward"])
             result.steps.append(metrics)
             logger.log(step, metrics, stage="rl")

@@ -50,7 +50,11 @@ def make_batch(vocab: int, pad: int):
                 response_text="", policy_version=0, finish_reason="length",
             )
         )
-    return collate(trajectories, torch.randn(9, generator=g), pad)
+    batch = collate(trajectories, torch.randn(9, generator=g), pad)
+    # The engine's log-probs handed to the update, as prepare_batch does with one optimizer step:
+    # the loss reports the log-prob gap, whose _max / _min metrics the ranks reduce by max / min.
+    batch.behaviour_logprobs = batch.old_logprobs
+    return batch
 
 
 LR = 1e-3

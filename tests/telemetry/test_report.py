@@ -36,7 +36,9 @@ def make_fake_run(root: Path) -> Path:
         phases = {"rollout": 0.6, "reward": 0.1, "prepare": 0.2, "update": 0.5}
         log("rl", step, reward=0.2 * step, **{"reward/correct/mean": 0.15 * step, "reward/format/mean": 0.5 + 0.1 * step},
             entropy=1.5 - 0.1 * step, response_length=10.0 + step, kl_ref=0.01 * step, loss=0.3, tool_call_rate=0.1 * step,
-            step_seconds=sum(phases.values()), tokens_per_s=100.0, **{f"time/{k}": v for k, v in phases.items()})
+            step_seconds=sum(phases.values()), tokens_per_s=100.0, **{f"time/{k}": v for k, v in phases.items()},
+            **{"logprob_gap/abs_mean": 0.01 * step, "logprob_gap/abs_max": 0.1 * step, "logprob_gap/ratio_mean": 1.0,
+               "logprob_gap/ratio_min": 0.9, "logprob_gap/ratio_max": 1.1})
         if step % 2 == 0:
             log("eval", step, **{"accuracy": 0.2 + 0.1 * step, "mean@4": 0.3 + 0.1 * step, "eval_tasks": 2.0})
     _jsonl(run / "metrics.jsonl", rows)
@@ -70,11 +72,12 @@ def test_report_has_plots_parts_config_and_escaped_text(tmp_path):
     assert path == run / "report.html"
     page = path.read_text()
 
-    # reward, held-out, KL, entropy, length, tool-call rate, SFT loss, time split
+    # reward, held-out, KL, log-prob gap, importance ratio, entropy, length, tool-call rate, SFT loss, time split
     svgs = re.findall(r"<svg.*?</svg>", page, flags=re.S)
-    assert len(svgs) == 8 and page.count("<svg") == 8
+    assert len(svgs) == 10 and page.count("<svg") == 10
     titles = " ".join(re.findall(r"<!-- (.*?) -->", page))  # matplotlib names each text it draws as paths
-    for label in ("reward (total)", "correct", "format", "mean@4", "KL to the reference", "Tool-call rate", "rollout", "eval"):
+    for label in ("reward (total)", "correct", "format", "mean@4", "KL to the reference", "Engine vs learner log-prob gap",
+                  "Importance ratio learner / engine", "Tool-call rate", "rollout", "eval"):
         assert label in titles
     assert all('viewBox="' in svg for svg in svgs)
     assert "final held-out accuracy <b>0.600</b>" in page

@@ -53,7 +53,7 @@ def test_report_renders_and_browser_switches_trajectories(browser, tmp_path):
     browser.get(report.as_uri())
 
     plots = browser.find_elements("css selector", ".plot svg")
-    assert len(plots) == 8
+    assert len(plots) == 10
     for svg in plots:
         assert svg.size["width"] > 200 and svg.size["height"] > 100, svg.size
     # nothing fetched: the page is self-contained

@@ -14,6 +14,7 @@ tis_capped_frac = the share of -0.5 shifts and tis_weight_mean ~ the matching mi
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -163,18 +164,25 @@ def test_fold_is_skipped_unless_one_step_without_ace_or_dropout(stale, tokenizer
     assert metrics["tis_capped_frac"] == pytest.approx(capped_share, abs=1e-9)
 
 
-def test_fold_needs_tis_cap_and_select_carries_behaviour_logprobs(stale, tokenizer) -> None:
+def test_select_carries_behaviour_logprobs_and_without_a_cap_the_update_only_measures_the_gap(stale, tokenizer) -> None:
     trajectories, _ = stale
     algo = algo_config()
     learner = PolicyLearner(fresh_model(tokenizer), lr=1e-3)
     assert proximal_forward_folds(algo, learner)
-    no_tis = load_config("default", []).algo
-    assert not proximal_forward_folds(no_tis, learner) or no_tis.tis_cap is None
     batch, _ = prepare_batch(trajectories, algo, get_estimator(algo.advantage), WEIGHTS, tokenizer.pad_token_id, learner, None, None)
     rows = torch.tensor([3, 0, 9])
     sub = batch.select(rows)
     width = sub.loss_mask.shape[1]
     assert torch.equal(sub.behaviour_logprobs, batch.behaviour_logprobs[rows, :width])
-    # Without a cap the loss cannot weigh the behaviour log-probs: a clear error, not a silent PPO.
-    with pytest.raises(ValueError, match="tis_cap"):
-        learner.train_step(sub, make_policy_objective(no_tis))
+    # Without a cap the batch still hands the update the behaviour log-probs (the gap metric), and
+    # the loss is plain PPO against old_logprobs, which prepare_batch left equal to them: no TIS.
+    no_tis = load_config("default", []).algo
+    assert no_tis.tis_cap is None and not proximal_forward_folds(algo_config("algo.epochs=2"), learner)
+    plain, _ = prepare_batch(trajectories, no_tis, get_estimator(no_tis.advantage), WEIGHTS, tokenizer.pad_token_id, learner, None, None)
+    assert plain.behaviour_logprobs is plain.old_logprobs and plain.tis_weights is None
+    metrics = learner.train_step(plain, make_policy_objective(no_tis))
+    assert "tis_weight_mean" not in metrics
+    # the +-SHIFT made by hand, seen by the update's forward: |gap| ~ SHIFT on every sampled token
+    assert metrics["logprob_gap/abs_mean"] == pytest.approx(SHIFT, abs=1e-4)
+    assert metrics["logprob_gap/ratio_max"] == pytest.approx(math.exp(SHIFT), rel=1e-3)
+    assert metrics["logprob_gap/ratio_min"] == pytest.approx(math.exp(-SHIFT), rel=1e-3)
