@@ -92,8 +92,8 @@ class EngineConfig(Section):
     type: Literal["torch", "vllm"] = Field(
         "torch", description="torch: our in-process PyTorch sampler; vllm: vLLM's offline engine in a child process (needs `pip install 'reinforge[vllm]'`; the weight dtype is rollout.engine_dtype)."
     )
-    kv_cache_gib: float = Field(
-        1.0, gt=0, description="vLLM's KV-cache size in GiB (on CPU VLLM_CPU_KVCACHE_SPACE, on a GPU kv_cache_memory_bytes); keep it small on a shared machine."
+    kv_cache_gib: int = Field(
+        1, gt=0, description="vLLM's KV-cache size in GiB (on CPU VLLM_CPU_KVCACHE_SPACE, on a GPU kv_cache_memory_bytes); keep it small on a shared machine."
     )
     startup_timeout_s: float = Field(
         600.0, gt=0, description="Deadline of vLLM's start-up (model build and first weight load); past it the engine process is killed and the run stops."

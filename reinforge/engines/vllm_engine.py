@@ -223,15 +223,17 @@ class VllmEngine:
         """The vLLM process's id (for tests and diagnostics)."""
         return self._process.pid if self._process is not None else None
 
-    def close(self) -> None:
-        """Stop the vLLM process (politely, then by force) and remove the config directory."""
+    def close(self, kill: bool = False) -> None:
+        """Stop the vLLM process (asked to exit, then killed after 10 s; at once with `kill`, for a
+        process that stopped answering) and remove the config directory."""
         process, self._process = getattr(self, "_process", None), None
         if process is not None and process.is_alive():
-            try:
-                self._conn.send(("close", None))
-                process.join(timeout=10)
-            except (OSError, EOFError, BrokenPipeError):
-                pass
+            if not kill:
+                try:
+                    self._conn.send(("close", None))
+                    process.join(timeout=10)
+                except (OSError, EOFError, BrokenPipeError):
+                    pass
             if process.is_alive():
                 process.kill()
                 process.join(timeout=10)
@@ -283,7 +285,7 @@ class VllmEngine:
                 self.close()
                 raise VllmEngineError(f"the vLLM engine process died during {what} (exit code {code}; out of memory?)")
             if time.monotonic() >= deadline:
-                self.close()
+                self.close(kill=True)
                 raise VllmEngineError(
                     f"vLLM did not finish {what} within {timeout_s:g} s ({key}); its process was killed. A first start "
                     "on a busy CPU can take minutes: raise the deadline, or lower engine.kv_cache_gib if memory is short"
