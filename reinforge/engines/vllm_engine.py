@@ -272,35 +272,37 @@ class VllmEngine:
             raise VllmEngineError("the vLLM engine is closed")
         try:
             self._conn.send((op, payload))
-        except (OSError, BrokenPipeError) as err:
-            self.close()
-            raise VllmEngineError(f"the vLLM engine process is gone (exit code {self._exitcode()}) before {op}: {err}") from err
+        except OSError as err:  # BrokenPipeError: the process is gone
+            code = self._exitcode()
+            self.close(kill=True)
+            raise VllmEngineError(f"the vLLM engine process is gone (exit code {code}) before {op}: {err}") from err
         return self._answer(op, timeout_s, key)
 
     def _answer(self, what: str, timeout_s: float, key: str) -> Any:
         deadline = time.monotonic() + timeout_s
-        while not self._conn.poll(min(1.0, max(0.0, deadline - time.monotonic()))):
-            if not self._process.is_alive():
-                code = self._exitcode()
-                self.close()
-                raise VllmEngineError(f"the vLLM engine process died during {what} (exit code {code}; out of memory?)")
-            if time.monotonic() >= deadline:
-                self.close(kill=True)
-                raise VllmEngineError(
-                    f"vLLM did not finish {what} within {timeout_s:g} s ({key}); its process was killed. A first start "
-                    "on a busy CPU can take minutes: raise the deadline, or lower engine.kv_cache_gib if memory is short"
-                )
         try:
+            while not self._conn.poll(min(1.0, max(0.0, deadline - time.monotonic()))):
+                if not self._process.is_alive():
+                    raise EOFError
+                if time.monotonic() >= deadline:
+                    self.close(kill=True)
+                    raise VllmEngineError(
+                        f"vLLM did not finish {what} within {timeout_s:g} s ({key}); its process was killed. A first start "
+                        "on a busy CPU can take minutes: raise the deadline, or lower engine.kv_cache_gib if memory is short"
+                    )
             status, result = self._conn.recv()
-        except EOFError:
+        except (EOFError, OSError):  # the process died: its end of the pipe closed, or reset
             code = self._exitcode()
-            self.close()
-            raise VllmEngineError(f"the vLLM engine process died during {what} (exit code {code})") from None
+            self.close(kill=True)
+            raise VllmEngineError(f"the vLLM engine process died during {what} (exit code {code}; killed, or out of memory?)") from None
         if status == "error":
             if what == "start-up":
-                self.close()
+                self.close(kill=True)
             raise VllmEngineError(f"vLLM failed during {what}:\n{result}")
         return result
 
     def _exitcode(self) -> int | None:
-        return self._process.exitcode if self._process is not None else None
+        if self._process is None:
+            return None
+        self._process.join(timeout=1)  # reap a dead process, so its exit code is known
+        return self._process.exitcode
