@@ -1,4 +1,5 @@
-"""Preflight of engine.type=vllm, before any model is loaded; needs no vLLM (its presence is faked)."""
+"""engine.type=vllm in the default suite: preflight before any model is loaded, and what build_engine
+hands VllmEngine; needs no vLLM (its presence and the engine are faked)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from reinforge.config import ConfigError, load_config
 from reinforge.engines import vllm_engine
 from reinforge.engines.vllm_engine import row_seed
+from reinforge.run.pipeline import build_engine
 from reinforge.run.preflight import check_engine
 
 
@@ -69,3 +71,20 @@ def test_row_seeds_differ_per_row_and_repeat_per_call() -> None:
     assert seeds == [row_seed(7, i) for i in range(64)]
     assert seeds != [row_seed(8, i) for i in range(64)]
     assert row_seed(None, 3) is None
+
+
+@pytest.mark.parametrize(
+    "overrides, truncation",
+    [([], False), (["rollout.top_k=5"], True), (["rollout.top_p=0.9", "rollout.temperature=0.7"], True)],
+)
+def test_build_engine_starts_vllm_from_the_config(monkeypatch, overrides: list[str], truncation: bool) -> None:
+    started = []
+    monkeypatch.setattr(vllm_engine, "VllmEngine", lambda *args, **kwargs: started.append((args, kwargs)) or "vllm")
+    cfg = load_config("default", ["engine.type=vllm", "engine.kv_cache_gib=2", "engine.timeout_s=30", "rollout.engine_dtype=bfloat16", *overrides])
+    assert build_engine(cfg, "the model", 0) == "vllm"
+    assert started == [
+        (
+            ("the model", 0),
+            dict(dtype="bfloat16", truncation=truncation, kv_cache_gib=2, startup_timeout_s=600.0, timeout_s=30.0, enforce_eager=True),
+        )
+    ]
