@@ -12,7 +12,7 @@ the same temperature (mean and max), and the mean importance ratio exp(learner -
     python benchmarks/vllm_vs_torch.py [--model RUN/warm_start] [--repeats 5] [--json PATH]
 
 Without --model the default recipe's model is built untrained (as `reinforge train` builds it).
-Set VLLM_CPU_KVCACHE_SPACE (GiB) on a shared machine.
+vLLM gets a 1 GiB KV cache (the engine.kv_cache_gib default).
 """
 
 from __future__ import annotations

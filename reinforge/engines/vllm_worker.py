@@ -25,7 +25,7 @@ import torch
 def serve(conn: Any, spec: dict) -> None:
     """The child's main loop; `spec` is what `VllmEngine` starts vLLM with (see there)."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core here, where the weights go
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(spec["kv_cache_gib"]))  # read on CPU only
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(spec["kv_cache_gib"])  # engine.kv_cache_gib (read on CPU only)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     try:
         llm = _start(spec)

@@ -33,8 +33,6 @@ pytestmark = [
     pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed: pip install 'reinforge[vllm]' (README, 'vLLM')"),
 ]
 
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB: the machine is shared
-
 
 @pytest.fixture(scope="module")
 def policy(tokenizer):
