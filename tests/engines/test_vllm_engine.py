@@ -164,6 +164,11 @@ def test_bad_inputs_fail_before_compute_or_stop_the_engine(tokenizer, nano_model
     with pytest.raises(VllmEngineError, match=r"within 1 s \(engine.startup_timeout_s\); its process was killed"):
         VllmEngine(model, tokenizer.pad_token_id, startup_timeout_s=1)
     assert set(multiprocessing.active_children()) <= running  # the engine that timed out left no process
+    broken = build_tiny_llama(tokenizer, "micro", seed=0).eval()
+    broken.config.num_key_value_heads = 3  # passes the registry check; vLLM's attention cannot split 4 heads over 3
+    with pytest.raises(VllmEngineError, match="vLLM failed during start-up"):
+        VllmEngine(broken, tokenizer.pad_token_id, startup_timeout_s=900)
+    assert set(multiprocessing.active_children()) <= running
 
 
 def test_a_killed_engine_process_is_reported(engine) -> None:
