@@ -99,7 +99,7 @@ def main() -> None:
     from reinforge.engines.vllm_engine import VllmEngine
 
     built = time.perf_counter()
-    with VllmEngine(model, tokenizer.pad_token_id) as engine:
+    with VllmEngine(model, tokenizer.pad_token_id, threads=1) as engine:  # one thread, as the trainer
         construction = time.perf_counter() - built
         results["vllm"] = measure(engine, model, prompts, params, args.repeats)
         results["vllm"].update(startup_s=engine.startup_s, construction_s=construction)

@@ -261,7 +261,7 @@ class TrainerConfig(Section):
     output_dir: str | None = Field(None, description="Run directory; default runs/<timestamp>.")
     sample_every: int = Field(25, gt=0, description="Write sample trajectories every N steps.")
     threads: int | None = Field(
-        1, description="torch intra-op threads of this process. Default 1: on a shared machine a second OpenMP thread spin-waits against other work and steps run up to 10x slower (README, 'Threads'); set N to pin N threads on a machine of your own (2 is ~1.5x faster on an idle 2-core box), null for torch's choice (one per core)."
+        1, description="torch intra-op threads of this process (and of the vLLM engine's, engine.type=vllm). Default 1: on a shared machine a second OpenMP thread spin-waits against other work and steps run up to 10x slower (README, 'Threads'); set N to pin N threads on a machine of your own (2 is ~1.5x faster on an idle 2-core box), null for torch's choice (one per core)."
     )
     checkpoint_every: int = Field(25, ge=0, description="Write a resumable checkpoint every N RL steps (and at the end); 0 disables.")
     keep_checkpoints: int = Field(2, gt=0, description="How many of the newest checkpoints to keep.")

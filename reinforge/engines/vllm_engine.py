@@ -114,6 +114,7 @@ class VllmEngine:
         startup_timeout_s: float = 600.0,
         timeout_s: float = 600.0,
         enforce_eager: bool = True,
+        threads: int | None = None,
     ):
         if not vllm_available():
             raise VllmEngineError(INSTALL_HINT)
@@ -140,6 +141,9 @@ class VllmEngine:
             max_model_len=config.get("max_position_embeddings"),
             logprobs_mode="raw_logprobs" if truncation else "processed_logprobs",
             kv_cache_gib=kv_cache_gib,
+            # torch intra-op threads of the vLLM process (trainer.threads): on a shared CPU a second
+            # OpenMP thread spin-waits against other work, as in the trainer (README, "Threads")
+            threads=threads,
         )
         from reinforge.engines.vllm_worker import serve
 

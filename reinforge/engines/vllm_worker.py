@@ -27,6 +27,8 @@ def serve(conn: Any, spec: dict) -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core here, where the weights go
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(spec["kv_cache_gib"])  # engine.kv_cache_gib (read on CPU only)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    if spec["threads"] is not None:  # before vLLM's CPU worker locks torch.set_num_threads
+        torch.set_num_threads(spec["threads"])
     try:
         llm = _start(spec)
     except BaseException:  # noqa: BLE001 - reported to the parent, which raises it with context

@@ -85,6 +85,6 @@ def test_build_engine_starts_vllm_from_the_config(monkeypatch, overrides: list[s
     assert started == [
         (
             ("the model", 0),
-            dict(dtype="bfloat16", truncation=truncation, kv_cache_gib=2, startup_timeout_s=600.0, timeout_s=30.0, enforce_eager=True),
+            dict(dtype="bfloat16", truncation=truncation, kv_cache_gib=2, startup_timeout_s=600.0, timeout_s=30.0, enforce_eager=True, threads=1),
         )
     ]
