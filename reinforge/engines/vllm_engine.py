@@ -37,7 +37,12 @@ the pipe (a copy in memory, no file) and vLLM reloads it in place (`Worker.reloa
 weights iterator: no restart); the child echoes (version, checksum of the tensors it received)
 and a wrong echo raises `WeightSyncError`. vLLM starts with dummy weights (`load_format=dummy`)
 from the model's config.json alone, written to a temporary directory, and gets the learner's
-weights as version 0 before its first call.
+weights as version 0 before its first call. On a GPU the learner's tensors are copied to the host
+for the pipe and vLLM copies them to its device: a host round trip, still no file (CUDA IPC
+handles would avoid it; not done).
+
+Not served: partial rollouts (`stop_when`: vLLM finishes every request it was given), the async
+schedule's private producer engine, and Ray actors around vLLM (preflight refuses all three).
 """
 
 from __future__ import annotations
