@@ -86,6 +86,26 @@ class RolloutConfig(Section):
     engine_dtype: Literal["float32", "bfloat16"] = Field("float32", description="Dtype of the sampling engine's weight copy.")
 
 
+class EngineConfig(Section):
+    """The sampling engine behind the Engine protocol: our PyTorch sampler, or vLLM (reinforge.engines.vllm_engine)."""
+
+    type: Literal["torch", "vllm"] = Field(
+        "torch", description="torch: our in-process PyTorch sampler; vllm: vLLM's offline engine in a child process (needs `pip install 'reinforge[vllm]'`; the weight dtype is rollout.engine_dtype)."
+    )
+    kv_cache_gib: int = Field(
+        1, gt=0, description="vLLM's KV-cache size in GiB (on CPU VLLM_CPU_KVCACHE_SPACE, on a GPU kv_cache_memory_bytes); keep it small on a shared machine."
+    )
+    startup_timeout_s: float = Field(
+        600.0, gt=0, description="Deadline of vLLM's start-up (model build and first weight load); past it the engine process is killed and the run stops."
+    )
+    timeout_s: float = Field(
+        600.0, gt=0, description="Deadline of one vLLM call (generate, weight sync); past it the engine process is killed and the call raises."
+    )
+    enforce_eager: bool = Field(
+        True, description="vLLM without CUDA graphs / torch.compile: starts in seconds instead of minutes; set false on a GPU for speed."
+    )
+
+
 class EnvConfig(Section):
     """The environment episodes run in: one response, or a multi-turn agent with tools."""
 
@@ -256,7 +276,7 @@ class TrainerConfig(Section):
     output_dir: str | None = Field(None, description="Run directory; default runs/<timestamp>.")
     sample_every: int = Field(25, gt=0, description="Write sample trajectories every N steps.")
     threads: int | None = Field(
-        1, description="torch intra-op threads of this process. Default 1: on a shared machine a second OpenMP thread spin-waits against other work and steps run up to 10x slower (README, 'Threads'); set N to pin N threads on a machine of your own (2 is ~1.5x faster on an idle 2-core box), null for torch's choice (one per core)."
+        1, description="torch intra-op threads of this process (and of the vLLM engine's, engine.type=vllm). Default 1: on a shared machine a second OpenMP thread spin-waits against other work and steps run up to 10x slower (README, 'Threads'); set N to pin N threads on a machine of your own (2 is ~1.5x faster on an idle 2-core box), null for torch's choice (one per core)."
     )
     checkpoint_every: int = Field(25, ge=0, description="Write a resumable checkpoint every N RL steps (and at the end); 0 disables.")
     keep_checkpoints: int = Field(2, gt=0, description="How many of the newest checkpoints to keep.")
@@ -313,6 +333,7 @@ class Config(Section):
     task: TaskConfig = Field(default_factory=TaskConfig, description="Where training and held-out tasks come from.")
     sft: SFTConfig = Field(default_factory=SFTConfig, description="Supervised warm-up before RL.")
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Sampling of trajectories.")
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="The sampling engine (torch or vllm).")
     env: EnvConfig = Field(default_factory=EnvConfig, description="The environment: single-turn, or multi-turn with tools.")
     algo: AlgoConfig = Field(default_factory=AlgoConfig, description="The RL method: advantages, losses, optimizer. The policy runs with dropout off (eval mode) while it samples, is scored and is updated, so the first update's ratio is exactly 1; supervised warm-up keeps the model's dropout.")
     critic: CriticConfig = Field(default_factory=CriticConfig, description="Learned value function (gae).")

@@ -96,8 +96,16 @@ def build_critic(cfg: Config, model, tokenizer) -> CriticLearner | None:
 
 
 def build_engine(cfg: Config, model, pad_token_id: int):
-    """The in-process TorchEngine, or `workers.workers` Ray actors behind the same Engine protocol."""
+    """The in-process TorchEngine, `workers.workers` Ray actors, or vLLM, behind the same Engine protocol."""
     w = cfg.workers
+    if cfg.engine.type == "vllm":
+        from reinforge.engines.vllm_engine import VllmEngine  # vLLM is optional: imported only here
+
+        e, r = cfg.engine, cfg.rollout
+        return VllmEngine(
+            model, pad_token_id, dtype=r.engine_dtype, truncation=r.top_k > 0 or r.top_p < 1.0, kv_cache_gib=e.kv_cache_gib,
+            startup_timeout_s=e.startup_timeout_s, timeout_s=e.timeout_s, enforce_eager=e.enforce_eager, threads=cfg.trainer.threads,
+        )
     if w.workers > 0:
         from reinforge.distributed.ray_engine import RayEngine  # Ray is optional: imported only here
 

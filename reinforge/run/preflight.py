@@ -67,7 +67,7 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
                     f"components: {', '.join(component_names)}"
                 )
 
-    tokenizer = None
+    tokenizer, model_config = None, None
     if cfg.model.path is not None:
         try:
             directory, model_config, tokenizer = check_causal_lm_dir(cfg.model.path)
@@ -90,6 +90,7 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
     for key in ("workers", "reward_workers"):
         if getattr(cfg.workers, key) > 0 and not ray_available():
             raise ConfigError(f"workers.{key}={getattr(cfg.workers, key)} runs workers on Ray, which is not installed: {INSTALL_HINT}")
+    check_engine(cfg, model_config if cfg.model.path is not None else None)
     if cfg.telemetry.wandb == "on" and not wandb_available():
         raise ConfigError("telemetry.wandb=on but the wandb package is not installed: `pip install wandb`, or use auto/off")
     if cfg.trainer.output_dir is not None and not resuming:
@@ -99,6 +100,32 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
                 f"trainer.output_dir={out} already holds files; choose a new directory, "
                 f"or continue that run with `reinforge train --resume {out}`"
             )
+
+
+def check_engine(cfg: Config, model_config: dict | None) -> None:
+    """engine.type=vllm: the extra is installed, vLLM serves the model, and the run needs nothing
+    VllmEngine does not do (partial rollouts, the async producer's private engine, Ray workers)."""
+    if cfg.engine.type != "vllm":
+        return
+    from reinforge.engines import vllm_engine  # no vLLM import until a check needs it
+
+    if not vllm_engine.vllm_available():
+        raise ConfigError(f"engine.type=vllm: {vllm_engine.INSTALL_HINT}")
+    t = cfg.trainer
+    for key, value, refused, why in (
+        ("trainer.partial_rollouts", t.partial_rollouts, t.partial_rollouts, "stops sampling mid-batch, which only TorchEngine does"),
+        ("trainer.schedule", t.schedule, t.schedule == "async", "samples in a producer thread with a TorchEngine of its own"),
+        ("workers.workers", cfg.workers.workers, cfg.workers.workers > 0, "runs TorchEngines as Ray actors"),
+    ):
+        if refused:
+            raise ConfigError(f"engine.type=vllm cannot run with {key}={value}: that setting {why}; use engine.type=torch or change {key}")
+    if model_config is None:  # the tiny Llama built locally: what build_tiny_llama makes of the preset
+        hidden, _, heads, _, _ = PRESETS[cfg.model.preset]
+        model_config = {"architectures": ["LlamaForCausalLM"], "hidden_size": hidden, "num_attention_heads": heads}
+    reason = vllm_engine.unsupported_model_reason(model_config)
+    if reason is not None:
+        where = "model.path" if cfg.model.path is not None else f"model.preset={cfg.model.preset}"
+        raise ConfigError(f"engine.type=vllm cannot serve this model ({where}): {reason}; use engine.type=torch or another model")
 
 
 def check_algorithm(cfg: Config) -> None:
@@ -197,6 +224,8 @@ def inexact_engine_reasons(cfg: Config) -> list[str]:
         reasons.append(f"rollout.engine_dtype={cfg.rollout.engine_dtype} samples with a bfloat16 copy of the float32 weights")
     if cfg.algo.bf16_autocast:
         reasons.append("algo.bf16_autocast=true computes the learner's log-probs in bfloat16")
+    if cfg.engine.type == "vllm":
+        reasons.append("engine.type=vllm samples with vLLM's own kernels (not the learner's forward)")
     if cfg.workers.workers > 0 and cfg.workers.address is not None:
         reasons.append(f"workers.address={cfg.workers.address} may run the rollout engines on other machines, whose kernels round differently")
     return reasons
