@@ -159,7 +159,7 @@ def build_learner(cfg: Config, model, env):
         raise ConfigError(lora.LEARNER_GROUP_ERROR)
     from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
 
-    spec = FollowerSpec(model.config, kwargs, a, torch.get_num_threads(), cfg.workers.timeout_s)
+    spec = FollowerSpec(model.config, kwargs, a, torch.get_num_threads(), cfg.workers.timeout_s, device=cfg.model.device)
     group = LearnerGroup(cfg.workers.learners, spec, model)
     return group.learner, group
 
@@ -306,6 +306,7 @@ def run_sft_stage(cfg: Config) -> Path:
     run_dir = start_run(cfg)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
     model, tokenizer = build_policy(cfg, tasks, check_tasks_fit(cfg, tasks))
+    model = model.to(cfg.model.device)
     env = build_env(cfg, tokenizer)
     with open_logger(cfg, run_dir) as logger:
         losses = run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress)
