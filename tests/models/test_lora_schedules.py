@@ -47,7 +47,7 @@ def test_a_ray_worker_samples_the_merged_weights(sync_run: Path, tmp_path: Path)
 
     start_ray(None, num_cpus=2)
     try:
-        train(tmp_path / "ray", "workers.workers=1", "workers.cpus_per_worker=0.5", "workers.timeout_s=60")
+        train(tmp_path / "ray", "workers.workers=1", "workers.cpus_per_worker=0.5", "workers.timeout_s=300")  # a worker imports torch and transformers first
     finally:
         stop_ray()
     assert_same_run(sync_run, tmp_path / "ray")
