@@ -26,6 +26,7 @@ import copy
 import hashlib
 import importlib.util
 import sys
+import warnings
 from pathlib import Path
 
 import torch
@@ -99,7 +100,9 @@ def apply_lora(model: PreTrainedModel, lora: LoraConfig, seed: int = 0):
         r=lora.r, lora_alpha=lora.alpha, target_modules=list(lora.target_modules), lora_dropout=lora.dropout,
         bias="none", task_type="CAUSAL_LM",
     )
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        # peft asks transformers' deprecated `is_gradient_checkpointing`: noise for the user, not theirs to fix
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         torch.manual_seed(seed)
         return peft.get_peft_model(model, config)
 
