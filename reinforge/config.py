@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -25,11 +25,40 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class LoraConfig(Section):
+    """LoRA adapters (Hu et al. 2021, arXiv:2106.09685) trained by RL instead of every weight (needs `pip install reinforge[lora]`)."""
+
+    r: int = Field(8, gt=0, description="Rank of each adapter (B: out x r, A: r x in).")
+    alpha: float = Field(16.0, gt=0, description="Scale numerator: an adapter adds (alpha / r) * B @ A to its layer's weight.")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        min_length=1,
+        description="Names (last dotted part) of the linear layers that get an adapter; checked against the model before compute.",
+    )
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on an adapter's input (off while RL samples and updates, which run in eval mode).")
+
+
 class ModelConfig(Section):
     path: str | None = Field(None, description="Local Hugging Face model directory. None builds a tiny Llama locally.")
     preset: str = Field("micro", description="Size preset of the locally built tiny Llama (see reinforge.models.tiny_llama).")
     vocab_size: int = Field(384, gt=0, description="Vocabulary size of the tokenizer trained in-process.")
     max_positions: int = Field(128, gt=0, description="Context length of the locally built model.")
+    lora: LoraConfig | None = Field(
+        None,
+        description="RL trains LoRA adapters only (the supervised warm-up stays full-parameter); the reference is the base with "
+        "adapters disabled, the engine samples from merged weights, checkpoints hold the adapter, final/ the merged model "
+        "(and the adapter in final/adapter). None: full fine-tuning. On the command line: model.lora.r=8.",
+    )
+    device: str = Field(
+        "cpu", description="Where the policy (engine, learner, reference, critic) runs: cpu, cuda or cuda:N (checked before compute)."
+    )
+
+    @field_validator("device")
+    @classmethod
+    def _known_device(cls, device: str) -> str:
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+            raise ValueError("device must be cpu, cuda or cuda:N")
+        return device
 
 
 class TaskConfig(Section):
@@ -431,9 +460,11 @@ def _section_keys(loc: tuple) -> list[str]:
     model: Any = Config
     for part in loc:
         field = getattr(model, "model_fields", {}).get(part)
-        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
+        # A section, or an optional one (`model.lora: LoraConfig | None`)
+        sections = [a for a in (field.annotation, *get_args(field.annotation)) if isinstance(a, type) and issubclass(a, BaseModel)] if field else []
+        if not sections:
             return []
-        model = field.annotation
+        model = sections[0]
     return list(model.model_fields)
 
 

@@ -101,6 +101,15 @@ def _list_item_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _optional_section_model(annotation: Any) -> type[BaseModel] | None:
+    """The section model of a `SomeSection | None` field (model.lora), else None."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        sections = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if len(sections) == 1:
+            return sections[0]
+    return None
+
+
 def render_table(model: type[BaseModel], prefix: str) -> list[str]:
     """One Markdown table for `model`, keys as `prefix.key`; list-of-section fields get their own table after."""
     lines = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
@@ -112,8 +121,14 @@ def render_table(model: type[BaseModel], prefix: str) -> list[str]:
         item = _list_item_model(field.annotation)
         if item is not None:
             nested.append((item, f"{key}[]"))
+        optional = _optional_section_model(field.annotation)
+        if optional is not None:
+            nested.append((optional, key))
     for item, item_prefix in nested:
-        lines += ["", f"Each item of `{item_prefix.removesuffix('[]')}`:", ""]
+        if item_prefix.endswith("[]"):
+            lines += ["", f"Each item of `{item_prefix.removesuffix('[]')}`:", ""]
+        else:
+            lines += ["", f"`{item_prefix}`, when set (null leaves it off; set a mapping, or any one key below to take the others' defaults):", ""]
         lines += render_table(item, item_prefix)
     return lines
 

@@ -40,6 +40,8 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 def _restored_reason(key: str, saved: Config, cfg: Config) -> str | None:
     """Why a resumed run could not honour a new value of `key`, or None when it can."""
+    if key == "model.device":  # the restored weights load on any device (other bits: --force)
+        return None
     for prefix, reason in RESTORED_FROM_CHECKPOINT.items():
         if key == prefix or key.startswith(prefix + "."):
             return reason
@@ -92,7 +94,12 @@ def resume_config(
         lines = "\n".join(f"  {k}: {before.get(k)!r} -> {after.get(k)!r}: {r}" for k, r in reasons.items())
         raise ConfigError(
             f"resuming {run_dir} cannot apply these changes, not even with --force:\n{lines}\n"
-            f"to train with them, start a new run from the checkpoint's weights: `reinforge train --model {resumed_from / 'model'} ...`"
+            + (
+                f"to train with them, start a new run from the checkpoint's weights: `reinforge train --model {resumed_from / 'model'} ...`"
+                if saved.model.lora is None else
+                f"to train with them, start a new run from a merged model: a LoRA checkpoint ({resumed_from / 'model'}) holds the "
+                "adapter only, on the run's base (warm_start/); a finished run's final/ holds the merged model"
+            )
         )
     if changed and not force:
         raise ConfigError(

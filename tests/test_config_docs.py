@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from reinforge.config import Config, RewardComponent
+from reinforge.config import Config, LoraConfig, RewardComponent
 from reinforge.config_docs import DOCS_PATH, render_config_docs
 
 
 def _sections() -> list[type[BaseModel]]:
-    return [Config, *(f.annotation for f in Config.model_fields.values()), RewardComponent]
+    return [Config, *(f.annotation for f in Config.model_fields.values()), RewardComponent, LoraConfig]
 
 
 def test_docs_file_is_up_to_date() -> None:

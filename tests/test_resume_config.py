@@ -128,3 +128,16 @@ def test_cli_refusal_exits_2_with_the_reason(tmp_path: Path, capsys) -> None:
     assert main(["train", "--resume", str(run), "--force", "model.preset=nano"]) == 2
     err = capsys.readouterr().err
     assert "model.preset" in err and "restored from the checkpoint" in err
+
+
+def test_a_resumed_run_may_move_to_another_device_with_force(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", written_at=tmp_path / "run")
+    with pytest.raises(ConfigError, match="model.device"):  # other kernels, other bits: not silently
+        resume_config(str(run), ["model.device=cuda"])
+    assert resume_config(str(run), ["model.device=cuda"], force=True).model.device == "cuda"
+
+
+def test_a_lora_run_refusing_a_change_points_at_a_merged_model(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", tmp_path / "run", "model.lora.r=4")
+    with pytest.raises(ConfigError, match="holds the adapter only"):
+        resume_config(str(run), ["model.lora.r=8"], force=True)

@@ -32,8 +32,15 @@ from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.policy_learner import LossFn, PolicyLearner
 
 
-def default_backend() -> str:
-    return "nccl" if torch.cuda.is_available() else "gloo"
+def default_backend(device: str | torch.device = "cpu") -> str:
+    """NCCL for models on GPUs, gloo for models on the CPU (whether or not the machine has a GPU:
+    NCCL cannot reduce CPU tensors)."""
+    return "nccl" if torch.device(device).type == "cuda" else "gloo"
+
+
+def rank_device(device: str, rank: int) -> str:
+    """Where learner `rank` trains: rank r on cuda:r when the policy is on a GPU, else the CPU."""
+    return f"cuda:{rank}" if torch.device(device).type == "cuda" else "cpu"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -44,11 +51,15 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def init_distributed(
-    rank: int, world_size: int, port: int, host: str = "127.0.0.1", backend: str | None = None, timeout_s: float = 300.0
+    rank: int, world_size: int, port: int, host: str = "127.0.0.1", backend: str | None = None, timeout_s: float = 300.0,
+    device: str = "cpu",
 ) -> None:
-    """Join the default process group (TCP rendezvous at host:port; loopback by default)."""
+    """Join the default process group (TCP rendezvous at host:port; loopback by default); the
+    backend follows `device`, the device this rank's model is on (set as the current GPU for NCCL)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.set_device(torch.device(device))
     dist.init_process_group(
-        backend or default_backend(),
+        backend or default_backend(device),
         init_method=f"tcp://{host}:{port}",
         rank=rank,
         world_size=world_size,
@@ -120,7 +131,7 @@ class DataParallelPolicyLearner(PolicyLearner):
     def train_step(self, batch: TrainingBatch, loss_fn: LossFn) -> dict[str, float]:
         if len(batch) == 0:
             raise ValueError(f"rank {self.rank} got an empty shard; give every rank at least one sequence")
-        counts = torch.tensor([batch.num_loss_tokens, len(batch)], dtype=torch.float64)
+        counts = torch.tensor([batch.num_loss_tokens, len(batch)], dtype=torch.float64, device=self.device)  # NCCL: on the GPU
         dist.all_reduce(counts, op=dist.ReduceOp.SUM, group=self.group)
         self._global_norm = LossNormalizer(int(counts[0].item()), int(counts[1].item()), self.max_response_tokens)
         try:
@@ -131,7 +142,7 @@ class DataParallelPolicyLearner(PolicyLearner):
         reduced = {"grad_norm": metrics["grad_norm"]}
         for suffix, op in (("_max", dist.ReduceOp.MAX), ("_min", dist.ReduceOp.MIN), ("", dist.ReduceOp.SUM)):
             keys = sorted(k for k in metrics if k not in reduced and k.endswith(suffix))
-            values = torch.tensor([metrics[k] for k in keys], dtype=torch.float64)
+            values = torch.tensor([metrics[k] for k in keys], dtype=torch.float64, device=self.device)
             dist.all_reduce(values, op=op, group=self.group)
             reduced.update(zip(keys, values.tolist()))
         return reduced

@@ -36,7 +36,7 @@ import torch.distributed as dist
 from transformers import AutoModelForCausalLM, PretrainedConfig
 
 from reinforge.config import AlgoConfig, ConfigError
-from reinforge.distributed.ddp import DataParallelPolicyLearner, free_port, init_distributed, shard_rows
+from reinforge.distributed.ddp import DataParallelPolicyLearner, free_port, init_distributed, rank_device, shard_rows
 from reinforge.import_paths import import_roots, use_import_roots
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.policy_learner import LossFn
@@ -54,6 +54,7 @@ class FollowerSpec:
     algo: AlgoConfig
     threads: int
     timeout_s: float
+    device: str = "cpu"  # model.device: on a GPU, rank r trains on cuda:r
     roots: list[str] = dataclasses.field(default_factory=import_roots)  # where the trainer imports user code from
 
 
@@ -112,9 +113,10 @@ def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec, rep
         return
     report.send(None)
     report.close()
-    init_distributed(rank, world_size, port, timeout_s=spec.timeout_s)
+    device = rank_device(spec.device, rank)
+    init_distributed(rank, world_size, port, timeout_s=spec.timeout_s, device=device)
     try:
-        model = AutoModelForCausalLM.from_config(spec.model_config)  # weights come from rank 0
+        model = AutoModelForCausalLM.from_config(spec.model_config).to(device)  # weights come from rank 0
         learner = DataParallelPolicyLearner(model, **spec.learner_kwargs)
         serve_follower(learner, loss_fn)
     finally:
@@ -144,7 +146,7 @@ class LearnerGroup:
         try:
             for rank, (reader, _) in enumerate(reports, start=1):
                 self._wait_started(rank, reader)
-            init_distributed(0, world_size, port, timeout_s=spec.timeout_s)
+            init_distributed(0, world_size, port, timeout_s=spec.timeout_s, device=rank_device(spec.device, 0))
             self.learner = DriverLearner(model, **spec.learner_kwargs)
         except BaseException:
             self._kill()

@@ -8,7 +8,8 @@ in-process `TorchEngine`'s; with N > 1 the random streams differ from the in-pro
 so samples differ (their distribution does not).
 
 Weights are versioned and verified. `sync_weights(version)` reads the learner model's current
-state_dict (the engine holds a reference to that model, like `TorchEngine`), puts it once in the
+state_dict (the engine holds a reference to that model, like `TorchEngine`; a LoRA model's merged
+weights, reinforge.models.lora, which a worker's plain model of the base architecture loads), puts it once in the
 object store and has every worker load it; each worker echoes `(version, checksum of the weights
 it now holds)`, and a wrong version or checksum raises `WeightSyncError`. Every generation carries
 the version that sampled it, and a generation from another version is refused too.
@@ -53,6 +54,7 @@ from transformers import PreTrainedModel
 from reinforge.distributed.ray_cluster import import_ray, start_ray
 from reinforge.engines.base import Generation, SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
+from reinforge.models.lora import merged_state_dict
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +190,7 @@ class RayEngine:
     def stage_weights(self, version: int) -> None:
         """Take the learner model's current weights as `version`; the workers load them when this
         engine next samples (another caller may be using the workers meanwhile)."""
-        self._mine = self._put(self.model.state_dict(), version)
+        self._mine = self._put(merged_state_dict(self.model), version)  # a LoRA policy's merged weights
         self.policy_version = version
 
     def generate(

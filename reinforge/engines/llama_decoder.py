@@ -140,7 +140,7 @@ class FusedLlamaDecoder:
         if state.rope is not None:
             cos, sin = F.embedding(positions, state.rope).unsqueeze(1).chunk(2, dim=-1)
             return cos, sin
-        cos, sin = self.rotary(torch.empty(0, dtype=self.dtype), positions[None])
+        cos, sin = self.rotary(torch.empty(0, dtype=self.dtype, device=positions.device), positions[None])
         return cos[0].unsqueeze(1), _signed_sin(sin[0]).unsqueeze(1)
 
     def _forward(self, ids: torch.Tensor, positions: torch.Tensor, state: DecodeState, prompt: _Prompt | None) -> torch.Tensor:
@@ -196,18 +196,19 @@ class FusedLlamaDecoder:
         """Left-padded prompts [B, P] -> next-token logits [B, V] and a cache with room for the rest."""
         batch, prompt_len = input_ids.shape
         max_len = prompt_len + max_new_tokens
+        device = input_ids.device  # the model's (TorchEngine puts the prompts there)
         shape = (batch, self.kv_heads, max_len, self.head_dim)
         valid = attention_mask.bool()
-        key_valid = torch.cat([valid, torch.ones(batch, max_new_tokens, dtype=torch.bool)], dim=1)
-        key_bias = torch.zeros(batch, max_len, dtype=self.dtype).masked_fill_(~key_valid, float("-inf"))
+        key_valid = torch.cat([valid, torch.ones(batch, max_new_tokens, dtype=torch.bool, device=device)], dim=1)
+        key_bias = torch.zeros(batch, max_len, dtype=self.dtype, device=device).masked_fill_(~key_valid, float("-inf"))
         rope = None
         if self.static_rope:  # positions never reach max_len: a row's position is at most its slot
-            cos, sin = self.rotary(torch.empty(0, dtype=self.dtype), torch.arange(max_len)[None])
+            cos, sin = self.rotary(torch.empty(0, dtype=self.dtype, device=device), torch.arange(max_len, device=device)[None])
             rope = torch.cat([cos[0], _signed_sin(sin[0])], dim=-1)
 
         def cache() -> torch.Tensor:
             # Pad slots are masked out, but must hold finite numbers: 0 * NaN would still be NaN.
-            t = torch.empty(shape, dtype=self.dtype)
+            t = torch.empty(shape, dtype=self.dtype, device=device)
             t[:, :, :prompt_len] = 0
             return t
 
@@ -223,9 +224,9 @@ class FusedLlamaDecoder:
         # row count except for tiny counts (other kernels), so outputs stay bit-identical either way.
         computed = valid if valid.sum() >= MIN_PACKED_TOKENS else torch.ones_like(valid)
         rows, cols = computed.nonzero(as_tuple=True)
-        causal = torch.ones(prompt_len, prompt_len, dtype=torch.bool).tril()
+        causal = torch.ones(prompt_len, prompt_len, dtype=torch.bool, device=device).tril()
         # Pad queries attend to themselves only, so no softmax row is empty (which would be NaN).
-        mask = (causal & valid[:, None, :]) | torch.eye(prompt_len, dtype=torch.bool)
+        mask = (causal & valid[:, None, :]) | torch.eye(prompt_len, dtype=torch.bool, device=device)
         prompt = _Prompt(rows, cols, last=computed.sum(1).cumsum(0) - 1, mask=mask[:, None])
         positions = (valid.long().cumsum(1) - 1).clamp(min=0)[rows, cols]
         last = self._forward(input_ids[rows, cols], positions, state, prompt)

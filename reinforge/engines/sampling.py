@@ -27,10 +27,11 @@ def inverse_cdf_sample(probs: torch.Tensor, generator: torch.Generator | None) -
 
     One uniform number per row, where torch.multinomial draws one exponential per vocabulary
     entry: at a small model's decode step that difference is ~5% of the step. Tokens of zero
-    probability add no mass, so they are never chosen.
+    probability add no mass, so they are never chosen. u is drawn on the CPU (where a seeded
+    `generator` lives) and moved to `probs`' device: the same seed gives the same draws on a GPU.
     """
     cdf = probs.cumsum(-1)
-    u = torch.rand(probs.shape[0], 1, generator=generator) * cdf[:, -1:]
+    u = torch.rand(probs.shape[0], 1, generator=generator).to(probs.device) * cdf[:, -1:]
     return torch.searchsorted(cdf, u, right=True).squeeze(-1).clamp_(max=probs.shape[-1] - 1)
 
 

@@ -4,6 +4,11 @@ Llama-family models (llama, mistral, qwen2) take the fused decoder of `llama_dec
 other causal LM runs its own `transformers` forward with its own cache. Rows that finish are
 dropped from the batch as the batch thins out, so a long-tail response does not make every
 finished row keep paying for compute.
+
+The engine samples on its model's device (CPU or a GPU); the uniform numbers that pick tokens are
+drawn on the CPU from the seeded generator (reinforge.engines.sampling), so a seed means the same
+draws on every device. A LoRA model (reinforge.models.lora) is sampled through a plain copy of the
+base architecture that receives the merged weights W + s * B @ A at every `sync_weights`.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from transformers import PreTrainedModel
 from reinforge.engines import llama_decoder
 from reinforge.engines.base import Generation, SamplingParams
 from reinforge.engines.sampling import sample_next
+from reinforge.models.lora import inference_copy, is_lora_model, merged_state_dict
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 MAX_BATCH_SIZE = 512
@@ -58,7 +64,11 @@ class HFDecoder:
 
 
 class TorchEngine:
-    """Samples from `model` in this process. Call `sync_weights` after each learner update."""
+    """Samples from `model` in this process. Call `sync_weights` after each learner update.
+
+    `model` is the learner's: a plain model is sampled from directly (its weights are read at each
+    sync); a LoRA model through `self.model`, a plain copy loaded with its merged weights at each sync.
+    """
 
     def __init__(
         self,
@@ -68,15 +78,18 @@ class TorchEngine:
         max_batch_size: int = MAX_BATCH_SIZE,
         fused: bool = True,
     ):
-        self.model = model
+        self.source = model  # the learner's model
+        self.model = inference_copy(model) if is_lora_model(model) else model  # what samples
         self.pad_token_id = pad_token_id
         self.dtype = DTYPES[dtype]
         self.max_batch_size = max_batch_size
-        self.fused = fused and llama_decoder.supports(model)
+        self.fused = fused and llama_decoder.supports(self.model)
         self.policy_version = 0
         self._decoder: llama_decoder.FusedLlamaDecoder | HFDecoder | None = None
 
     def sync_weights(self, version: int) -> None:
+        if self.model is not self.source:  # LoRA: the merged weights of the adapters trained so far
+            self.model.load_state_dict(merged_state_dict(self.source))
         self.policy_version = version
         self._decoder = None  # rebuilt from the model's current weights on next use
 
@@ -123,26 +136,28 @@ class TorchEngine:
     @torch.inference_mode()
     def _generate_batch(self, prompts, params: SamplingParams, generator, budgets=None, stop_when=None) -> list[Generation]:
         decoder = self._get_decoder()
+        device = next(self.model.parameters()).device
         batch, width = len(prompts), max(len(p) for p in prompts)
         input_ids = torch.full((batch, width), self.pad_token_id, dtype=torch.long)
         attention_mask = torch.zeros((batch, width), dtype=torch.long)
         for row, prompt in enumerate(prompts):
             input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
             attention_mask[row, width - len(prompt) :] = 1
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
 
         steps = params.max_new_tokens
-        out_tokens = torch.zeros((batch, steps), dtype=torch.long)
-        out_logprobs = torch.zeros((batch, steps))
-        lengths = torch.full((batch,), steps, dtype=torch.long)  # until a row samples a stop token
-        hit_stop = torch.zeros(batch, dtype=torch.bool)
-        stop = torch.tensor(sorted(set(params.stop_token_ids)), dtype=torch.long)
-        rows = torch.arange(batch)  # original row of each entry still in the decoder's batch
-        alive = torch.ones(batch, dtype=torch.bool)  # entries that have not stopped yet
+        out_tokens = torch.zeros((batch, steps), dtype=torch.long, device=device)
+        out_logprobs = torch.zeros((batch, steps), device=device)
+        lengths = torch.full((batch,), steps, dtype=torch.long, device=device)  # until a row samples a stop token
+        hit_stop = torch.zeros(batch, dtype=torch.bool, device=device)
+        stop = torch.tensor(sorted(set(params.stop_token_ids)), dtype=torch.long, device=device)
+        rows = torch.arange(batch, device=device)  # original row of each entry still in the decoder's batch
+        alive = torch.ones(batch, dtype=torch.bool, device=device)  # entries that have not stopped yet
         dense = True  # no row has stopped yet: entry i is row i, so whole columns are written
-        limit = None if budgets is None else torch.tensor(budgets, dtype=torch.long).clamp(max=steps)
+        limit = None if budgets is None else torch.tensor(budgets, dtype=torch.long, device=device).clamp(max=steps)
         if limit is not None:
             lengths = limit.clone()
-        finished = torch.zeros(batch, dtype=torch.bool)  # rows done (stop token or budget), for stop_when
+        finished = torch.zeros(batch, dtype=torch.bool, device=device)  # rows done (stop token or budget), for stop_when
         aborted = False
 
         logits, state = decoder.prefill(input_ids, attention_mask, steps)
@@ -174,7 +189,7 @@ class TorchEngine:
                     finished[rows[spent]] = True
                     if not alive.any():
                         break
-            if stop_when is not None and newly_finished and stop_when(finished.clone()):
+            if stop_when is not None and newly_finished and stop_when(finished.to("cpu", copy=True)):
                 lengths[rows[alive]] = step + 1
                 aborted = True
                 break

@@ -29,6 +29,7 @@ from reinforge.envs.factory import build_env, check_env_config
 from reinforge.envs.single_turn import PromptFormatError
 from reinforge.trainer.rl_loop import episode_token_budget
 from reinforge.models.loading import ModelLoadError, check_model_dir, load_model_and_tokenizer
+from reinforge.run.preflight import check_device
 from reinforge.tasks.registry import check_task_config, load_tasks
 from reinforge.evals.eval_metrics import summarize
 from reinforge.evals.evaluation import evaluate, verifier_pool
@@ -58,6 +59,7 @@ def check_eval_config(cfg: Config, output: Path) -> None:
     """What can fail before loading the model: the task section, the model path, the output."""
     check_task_config(cfg.task)
     check_env_config(cfg)
+    check_device(cfg)
     if cfg.model.path is None:
         raise ConfigError("model.path: reinforge eval needs --model DIR, a local Hugging Face model directory")
     try:
@@ -136,6 +138,7 @@ def run_eval(
     if not tasks:
         raise ConfigError(f"task source {cfg.task.source!r} produced no held-out tasks; raise task.eval_size")
     model, tokenizer = load_model_and_tokenizer(cfg.model.path)
+    model = model.to(cfg.model.device)
     env = build_env(cfg, tokenizer)
     try:
         env.prompt_ids(tasks[0])  # a chat prompt under raw format fails here, not mid-batch

@@ -54,6 +54,14 @@ class TrainingBatch:
             behaviour_logprobs=cut(self.behaviour_logprobs, width - 1),
         )
 
+    def to(self, device: torch.device) -> "TrainingBatch":
+        """The same batch on `device` (the model's); itself when it is there already. Batches are
+        built and scored on the CPU, and only the micro-batches a forward needs move to a GPU."""
+        if self.input_ids.device == torch.device(device):
+            return self
+        moved = {name: None if t is None else t.to(device, non_blocking=True) for name, t in vars(self).items()}
+        return TrainingBatch(**moved)
+
     @property
     def num_loss_tokens(self) -> int:
         return int(self.loss_mask.sum().item())

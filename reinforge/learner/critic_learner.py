@@ -35,6 +35,7 @@ class CriticLearner:
             raise ValueError(f"value loss {loss!r} trains a scalar head; build the ValueModel with num_bins=None")
         self.model = value_model
         self.optimizer = torch.optim.AdamW(value_model.parameters(), lr=lr, weight_decay=0.0)
+        self.device = next(value_model.parameters()).device  # micro-batches move there; results come back to the CPU
         self.max_grad_norm = max_grad_norm
         self.micro_batch_size = micro_batch_size
         self.clip_eps = clip_eps
@@ -49,9 +50,9 @@ class CriticLearner:
         self.model.eval()
         out = torch.zeros(batch.loss_mask.shape, dtype=torch.float32)
         for start in range(0, len(batch), self.micro_batch_size):
-            micro = batch.select(slice(start, start + self.micro_batch_size))
+            micro = batch.select(slice(start, start + self.micro_batch_size)).to(self.device)
             v = self.model(micro.input_ids, micro.attention_mask)
-            out[start : start + len(micro), : v.shape[1]] = v
+            out[start : start + len(micro), : v.shape[1]] = v.to(out.device)
         self.model.train(was_training)
         return out * batch.loss_mask
 
@@ -71,9 +72,9 @@ class CriticLearner:
         predicted = torch.zeros(batch.loss_mask.shape, dtype=torch.float32)
         loss_sum, clipped_tokens = 0.0, 0.0
         for start in range(0, len(batch), self.micro_batch_size):
-            micro = batch.select(slice(start, start + self.micro_batch_size))
+            micro = batch.select(slice(start, start + self.micro_batch_size)).to(self.device)
             rows, width = slice(start, start + len(micro)), micro.loss_mask.shape[1]
-            micro_returns, micro_old = returns[rows, :width], old_values[rows, :width]
+            micro_returns, micro_old = returns[rows, :width].to(self.device), old_values[rows, :width].to(self.device)
             if self.spec.uses_bins:
                 logits = self.model.logits(micro.input_ids, micro.attention_mask)
                 per_token, metrics = self.spec.fn(logits, micro_returns, micro.loss_mask, self.support, self.sigma)
@@ -85,7 +86,7 @@ class CriticLearner:
             loss.backward()
             loss_sum += loss.item()
             clipped_tokens += metrics.get("value_clip_frac", 0.0) * micro.num_loss_tokens
-            predicted[rows, :width] = values.detach()
+            predicted[rows, :width] = values.detach().to(predicted.device)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
         if not torch.isfinite(grad_norm):
             raise FloatingPointError(f"non-finite critic gradient norm ({grad_norm}) at critic version {self.version}")

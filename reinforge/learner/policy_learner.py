@@ -1,4 +1,8 @@
-"""The policy learner: AdamW, gradient accumulation over micro-batches, clipping, bf16 autocast."""
+"""The policy learner: AdamW, gradient accumulation over micro-batches, clipping, bf16 autocast.
+
+The optimizer holds the parameters that require a gradient: every weight, or only the adapters of a
+LoRA model (reinforge.models.lora). Batches arrive on the CPU; each micro-batch moves to the model's
+device (CPU or a GPU) for its forward, and results come back to the CPU."""
 
 from __future__ import annotations
 
@@ -33,20 +37,22 @@ class PolicyLearner:
         self.model = model
         self.max_response_tokens = max_response_tokens
         self.entropy_grad = entropy_grad
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+        self.trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapters only
+        self.optimizer = torch.optim.AdamW(self.trainable, lr=lr, weight_decay=weight_decay)
+        self.device = next(model.parameters()).device
         self.max_grad_norm = max_grad_norm
         self.micro_batch_size = micro_batch_size
         self.bf16_autocast = bf16_autocast
         self.temperature = temperature
         self.version = 0  # bumped on every optimizer step; engines sample from a known version
 
+    @property
+    def trainable_params(self) -> int:
+        """Number of weights the optimizer updates (all of them, or the LoRA adapters)."""
+        return sum(p.numel() for p in self.trainable)
+
     def _autocast(self):
-        """bf16 autocast on the model's device type (cpu or cuda): matmuls run in bfloat16 while
-        the weights, their gradients and AdamW's state stay float32 (the master copy)."""
-        if not self.bf16_autocast:
-            return contextlib.nullcontext()
-        device_type = next(self.model.parameters()).device.type
-        return torch.autocast(device_type, dtype=torch.bfloat16)
+        return autocast_on(self.device, self.bf16_autocast)
 
     def loss_normalizer(self, batch: TrainingBatch) -> LossNormalizer:
         """The counts losses (and metrics) are normalized by. A data-parallel learner
@@ -72,7 +78,7 @@ class PolicyLearner:
         totals: dict[str, float] = {}
         entropy_sum = 0.0
         for start in range(0, len(batch), self.micro_batch_size):
-            micro = batch.select(slice(start, start + self.micro_batch_size))
+            micro = batch.select(slice(start, start + self.micro_batch_size)).to(self.device)
             with self._autocast():
                 logprobs, entropy = token_logprobs(
                     self.model, micro.input_ids, micro.attention_mask, self.temperature, self.entropy_grad
@@ -86,7 +92,7 @@ class PolicyLearner:
                 totals[key] = accumulate_metric(key, totals.get(key), value, weight)
             entropy_sum += (entropy.detach() * micro.loss_mask).sum().item()
         self.reduce_gradients()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable, self.max_grad_norm)
         if not torch.isfinite(grad_norm):
             raise FloatingPointError(f"non-finite gradient norm ({grad_norm}) at learner version {self.version}")
         self.optimizer.step()
@@ -109,15 +115,22 @@ def accumulate_metric(key: str, total: float | None, value: float, weight: float
     return (total or 0.0) + value * weight
 
 
+def autocast_on(device: torch.device, bf16: bool):
+    """bfloat16 autocast on `device`'s type (cpu or cuda), or nothing."""
+    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+
+
 @torch.no_grad()
 def compute_logprobs(model, batch: TrainingBatch, micro_batch_size: int, temperature: float, autocast=contextlib.nullcontext) -> torch.Tensor:
     was_training = model.training
     model.eval()
     out = torch.zeros_like(batch.old_logprobs)
+    device = next(model.parameters()).device
     for start in range(0, len(batch), micro_batch_size):
         rows = slice(start, start + micro_batch_size)
+        input_ids, attention_mask = batch.input_ids[rows].to(device), batch.attention_mask[rows].to(device)
         with autocast():
-            lp, _ = token_logprobs(model, batch.input_ids[rows], batch.attention_mask[rows], temperature)
-        out[rows, : lp.shape[1]] = lp
+            lp, _ = token_logprobs(model, input_ids, attention_mask, temperature)
+        out[rows, : lp.shape[1]] = lp.to(out.device)
     model.train(was_training)
     return out

@@ -1,7 +1,13 @@
-"""A frozen copy of the starting policy, for the KL penalty."""
+"""The frozen reference policy, for the KL penalty (and ACE).
+
+Full fine-tuning keeps a frozen copy of the starting policy. A LoRA policy (reinforge.models.lora)
+needs none: its base weights never change, so the reference is the policy itself with its adapters
+disabled (`peft`'s `disable_adapter()` context) and no second copy of the weights is kept.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import torch
@@ -9,19 +15,39 @@ from transformers import PreTrainedModel
 
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.policy_learner import compute_logprobs
+from reinforge.models.lora import is_lora_model
 
 
 class ReferenceModel:
     def __init__(self, model: PreTrainedModel, micro_batch_size: int = 64, temperature: float = 1.0):
-        self.reset_to(model)
         self.micro_batch_size = micro_batch_size
         self.temperature = temperature
+        self.adapters_off = is_lora_model(model)  # the base of the policy's adapters, not a copy
+        if self.adapters_off:
+            self.model = model
+        else:
+            self.reset_to(model)
 
     def reset_to(self, model: PreTrainedModel) -> None:
         """Take a frozen copy of `model` as the new reference (ProRL's periodic reset)."""
+        if self.adapters_off or is_lora_model(model):
+            raise ValueError(
+                "a LoRA policy's reference is its base with the adapters disabled; resetting it to the current "
+                "policy would need a second copy of the weights (algo.ref_reset_every does not combine with model.lora)"
+            )
         self.model = copy.deepcopy(model).eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
 
     def logprobs(self, batch: TrainingBatch) -> torch.Tensor:
-        return compute_logprobs(self.model, batch, self.micro_batch_size, self.temperature)
+        with self.model.disable_adapter() if self.adapters_off else contextlib.nullcontext():
+            return compute_logprobs(self.model, batch, self.micro_batch_size, self.temperature)
+
+    def state_dict(self) -> dict[str, torch.Tensor] | None:
+        """What a checkpoint keeps: the copy's weights, or None for the base of a LoRA policy
+        (restored with the policy itself)."""
+        return None if self.adapters_off else self.model.state_dict()
+
+    def load_state_dict(self, state: dict[str, torch.Tensor] | None) -> None:
+        if not self.adapters_off:
+            self.model.load_state_dict(state)

@@ -10,6 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
 from reinforge.config import ConfigError
+from reinforge.models import lora
 
 # What `from_pretrained` reads weights from (single file or shards with an index).
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -107,6 +108,9 @@ def load_model_and_tokenizer(path: str) -> tuple[PreTrainedModel, PreTrainedToke
 
 
 def save_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, directory: Path) -> Path:
+    """A directory `from_pretrained` opens; a LoRA model is saved merged, with its adapter in `directory/adapter`."""
+    if lora.is_lora_model(model):
+        return lora.save_merged_and_adapter(model, tokenizer, directory)
     directory.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)

@@ -14,6 +14,18 @@ PRESETS: dict[str, tuple[int, int, int, int, int]] = {
 }
 
 
+def tiny_llama_skeleton(preset: str) -> LlamaForCausalLM:
+    """The module structure of a preset (layer names, on the meta device: no memory, no init), for
+    checks before compute. The vocabulary size does not change any name."""
+    hidden, layers, heads, kv_heads, mlp = PRESETS[preset]
+    config = LlamaConfig(
+        vocab_size=8, hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, tie_word_embeddings=True,
+    )
+    with torch.device("meta"):
+        return LlamaForCausalLM(config)
+
+
 def build_tiny_llama(
     tokenizer: PreTrainedTokenizerBase, preset: str = "micro", max_positions: int = 128, seed: int = 0
 ) -> LlamaForCausalLM:

@@ -21,6 +21,7 @@ from reinforge.import_paths import is_in_memory
 from reinforge.learner.critic_learner import CriticLearner
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
+from reinforge.models import lora
 from reinforge.models.loading import load_model_and_tokenizer, save_model
 from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.models.value_model import ValueModel
@@ -38,6 +39,7 @@ from reinforge.trainer.rl_loop import RLComponents, RLResult, episode_token_budg
 from reinforge.run import checkpoint as ckpt
 from reinforge.evals.evaluation import evaluate, verifier_pool
 from reinforge.run.graceful_stop import GracefulStop
+from reinforge.run.run_errors import CheckpointError
 from reinforge.trainer.sft import run_sft
 
 
@@ -65,6 +67,41 @@ def build_policy(cfg: Config, tasks: TaskSplits, tokenizer=None):
     tokenizer = tokenizer if tokenizer is not None else run_tokenizer(cfg, tasks)
     model = build_tiny_llama(tokenizer, cfg.model.preset, cfg.model.max_positions, seed=cfg.trainer.seed)
     return model, tokenizer
+
+
+def lora_base_for_resume(cfg: Config, run_dir: Path, tasks: TaskSplits, tokenizer):
+    """The frozen base a LoRA run's checkpointed adapters sit on: the warm-up's result (saved in
+    run_dir/warm_start), else the model the run started from (model.path, or the tiny model built
+    again from the seed, exactly as the first time)."""
+    if cfg.sft.steps:
+        return load_model_and_tokenizer(str(run_dir / "warm_start"))
+    return build_policy(cfg, tasks, tokenizer)
+
+
+def attach_lora(cfg: Config, model, checkpoint: Path | None, state: dict | None):
+    """`model` with LoRA adapters: fresh ones, or a checkpoint's (on the same base, checked by digest).
+    Returns the model and the base digest a checkpoint records."""
+    model = lora.apply_lora(model, cfg.model.lora, seed=cfg.trainer.seed)
+    digest = lora.base_weights_digest(model)
+    if checkpoint is not None:
+        saved = state.get("lora_base_sha256")
+        if saved != digest:
+            raise CheckpointError(
+                f"cannot resume {checkpoint}: its LoRA adapter was trained on a base model whose weights differ from the "
+                f"one found now (SHA-256 {saved} in the checkpoint, {digest} now; the base is "
+                f"{'warm_start/ in the run directory' if cfg.sft.steps else cfg.model.path or 'the tiny model built from trainer.seed'}). "
+                "Restore that base, or start a new run"
+            )
+        lora.load_adapter(model, checkpoint / "model")
+    return model, digest
+
+
+def log_trainable_params(logger: MetricsLogger, learner: PolicyLearner) -> None:
+    """Logged once per run (stage `setup`): how many weights the optimizer updates."""
+    total = sum(p.numel() for p in learner.model.parameters())
+    trained = learner.trainable_params
+    logger.log(0, {"trainable_params": trained, "total_params": total}, stage="setup")
+    print(f"training {trained:,} of {total:,} weights ({trained / total:.1%})" + (" (LoRA adapters)" if lora.is_lora_model(learner.model) else ""))
 
 
 def open_logger(cfg: Config, run_dir: Path) -> MetricsLogger:
@@ -126,9 +163,11 @@ def build_learner(cfg: Config, model, env):
     )
     if cfg.workers.learners == 1:
         return PolicyLearner(model, **kwargs), None
+    if lora.is_lora_model(model):  # preflight refuses the combination; a Python caller gets the same reason
+        raise ConfigError(lora.LEARNER_GROUP_ERROR)
     from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
 
-    spec = FollowerSpec(model.config, kwargs, a, torch.get_num_threads(), cfg.workers.timeout_s)
+    spec = FollowerSpec(model.config, kwargs, a, torch.get_num_threads(), cfg.workers.timeout_s, device=cfg.model.device)
     group = LearnerGroup(cfg.workers.learners, spec, model)
     return group.learner, group
 
@@ -197,9 +236,12 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
     run_dir = start_run(cfg, resuming=resume)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
     tokenizer = check_tasks_fit(cfg, tasks)  # prompts and taught turns vs the budgets, before any model
-    state = None
+    state = found = None
     if resume and (found := ckpt.latest_checkpoint(run_dir, checkpoint)) is not None:
-        model, tokenizer = load_model_and_tokenizer(str(found / "model"))
+        if cfg.model.lora is not None:  # the checkpoint holds the adapter; the base is the run's own
+            model, tokenizer = lora_base_for_resume(cfg, run_dir, tasks, tokenizer)
+        else:
+            model, tokenizer = load_model_and_tokenizer(str(found / "model"))
         state = ckpt.load_state(found)
         for warning in ckpt.truncate_logs(run_dir, state["logs"]):
             print(f"reinforge: warning: {warning}", file=sys.stderr)
@@ -208,6 +250,7 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
         if resume:  # killed before its first checkpoint: start over, exactly as the first time
             ckpt.truncate_logs(run_dir, dict.fromkeys(ckpt.LOG_FILES, 0))
         model, tokenizer = build_policy(cfg, tasks, tokenizer)
+    model = model.to(cfg.model.device)
     env = build_env(cfg, tokenizer)
     scorer = start_scorer(cfg)  # before the warm-up: reward workers that cannot build a reward stop the run now
 
@@ -218,14 +261,21 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
                 save_model(model, tokenizer, run_dir / "warm_start")
         sft_seconds = logged_sft_seconds(logger.history)  # as logged, so `reinforge report` agrees
 
+        critic = build_critic(cfg, model, tokenizer)  # before LoRA: a policy-copy trunk is a plain model of its own
+        extras = {}
+        if cfg.model.lora is not None:  # the warm-up trained every weight; RL trains adapters on top
+            model, extras["lora_base_sha256"] = attach_lora(cfg, model, found, state)
         learner, learner_group = build_learner(cfg, model, env)
+        if state is None:
+            log_trainable_params(logger, learner)
         parts = RLComponents(
             engine=build_engine(cfg, model, tokenizer.pad_token_id),
             env=env,
             learner=learner,
             scorer=scorer,
             reference=build_reference(cfg, model),
-            critic=build_critic(cfg, model, tokenizer),
+            critic=critic,
+            checkpoint_extras=extras,
         )
         try:
             result = run_rl(parts, tasks, cfg, logger, run_dir, resume_state=state, stop=stop)
@@ -233,7 +283,7 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
             getattr(parts.engine, "close", lambda: None)()  # Ray workers; the in-process engine has none
             if learner_group is not None:
                 learner_group.close()
-        save_model(model, tokenizer, run_dir / "final")
+        save_model(model, tokenizer, run_dir / "final")  # LoRA: the merged model, and the adapter in final/adapter
 
     before, after = result.evals[0], result.evals[-1]
     curve = reward_curve_summary(result.rewards)
@@ -264,6 +314,7 @@ def run_sft_stage(cfg: Config) -> Path:
     run_dir = start_run(cfg)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
     model, tokenizer = build_policy(cfg, tasks, check_tasks_fit(cfg, tasks))
+    model = model.to(cfg.model.device)
     env = build_env(cfg, tokenizer)
     with open_logger(cfg, run_dir) as logger:
         losses = run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress)

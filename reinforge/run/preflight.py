@@ -15,7 +15,8 @@ from reinforge.distributed.ray_cluster import INSTALL_HINT, ray_available
 from reinforge.engines.torch_engine import MAX_BATCH_SIZE
 from reinforge.envs.factory import check_env_config
 from reinforge.models.loading import ModelLoadError, check_causal_lm_dir
-from reinforge.models.tiny_llama import PRESETS
+from reinforge.models import lora
+from reinforge.models.tiny_llama import PRESETS, tiny_llama_skeleton
 from reinforge.rewards.builtin import build_component
 from reinforge.tasks.registry import check_task_config
 from reinforge.telemetry.wandb_sink import wandb_available
@@ -39,6 +40,7 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
     check_algorithm(cfg)
     check_rollout_correction(cfg.algo)
     check_schedule(cfg)
+    check_device(cfg)
     for warning in engine_gap_warnings(cfg):
         print(f"reinforge: warning: {warning}", file=sys.stderr)
     samples = cfg.rollout.prompts_per_step * cfg.rollout.group_size
@@ -85,6 +87,7 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
         )
     if cfg.model.path is None and cfg.model.preset not in PRESETS:
         raise ConfigError(f"model.preset: unknown preset {cfg.model.preset!r}; valid: {', '.join(PRESETS)}")
+    check_lora(cfg, model_config if cfg.model.path is not None else None)
     check_jsonl_texts(cfg, tokenizer)
 
     for key in ("workers", "reward_workers"):
@@ -161,6 +164,51 @@ def check_algorithm(cfg: Config) -> None:
         raise ConfigError("algo.kl_in_reward=true has no effect with algo.kl_coef=0; set a KL coefficient")
     if algo.ref_reset_every and not (algo.kl_coef > 0 or algo.ace_alpha > 0):
         raise ConfigError("algo.ref_reset_every needs a reference model, which only algo.kl_coef > 0 or algo.ace_alpha > 0 loads")
+
+
+def check_lora(cfg: Config, model_config: dict | None) -> None:
+    """model.lora: peft installed, every target a linear layer of the model (read from its
+    architecture on the meta device: no weights loaded), and no combination it cannot serve."""
+    if cfg.model.lora is None:
+        return
+    if not lora.peft_available():
+        raise ConfigError(f"model.lora is set but peft is not installed: {lora.INSTALL_HINT}, or set model.lora=null")
+    if cfg.workers.learners > 1:
+        raise ConfigError(lora.LEARNER_GROUP_ERROR)
+    if cfg.algo.ref_reset_every:
+        raise ConfigError(
+            "algo.ref_reset_every with model.lora: the reference of a LoRA policy is its base with the adapters disabled "
+            "(no copy of the weights), which cannot be reset to the current policy; drop algo.ref_reset_every or model.lora"
+        )
+    if model_config is not None:
+        from transformers import AutoConfig
+
+        skeleton = lora.architecture_skeleton(AutoConfig.from_pretrained(cfg.model.path, local_files_only=True))
+        where = f"model.path {cfg.model.path}"
+    else:
+        skeleton = tiny_llama_skeleton(cfg.model.preset)
+        where = f"the tiny Llama (model.preset={cfg.model.preset})"
+    lora.check_target_modules(cfg.model.lora, skeleton, where)
+
+
+def check_device(cfg: Config) -> None:
+    """model.device=cuda needs a visible GPU (and one per data-parallel learner); checked before compute."""
+    device = cfg.model.device
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError(f"model.device={device} but torch sees no CUDA GPU (torch {torch.__version__}); use model.device=cpu")
+    count = torch.cuda.device_count()
+    index = int(device.split(":")[1]) if ":" in device else 0
+    if index >= count:
+        raise ConfigError(f"model.device={device} but torch sees {count} GPU(s) (cuda:0 to cuda:{count - 1})")
+    if cfg.workers.learners > 1 and (index != 0 or cfg.workers.learners > count):
+        raise ConfigError(
+            f"workers.learners={cfg.workers.learners} with model.device={device}: learner rank r trains on cuda:r (NCCL), "
+            f"so it needs model.device=cuda (or cuda:0) and {cfg.workers.learners} GPUs; torch sees {count}"
+        )
 
 
 def check_schedule(cfg: Config) -> None:

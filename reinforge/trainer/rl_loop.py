@@ -56,6 +56,7 @@ class RLComponents:
     scorer: RewardScorer
     reference: ReferenceModel | None = None
     critic: CriticLearner | None = None
+    checkpoint_extras: dict = field(default_factory=dict)  # saved in every checkpoint's state (a LoRA base's digest)
 
 
 @dataclass
@@ -102,7 +103,7 @@ def loop_state(parts: RLComponents, sampler: TaskSampler, shuffle: torch.Generat
     return {
         "optimizer": parts.learner.optimizer.state_dict(),
         "learner_version": parts.learner.version,
-        "reference": parts.reference.model.state_dict() if parts.reference is not None else None,
+        "reference": parts.reference.state_dict() if parts.reference is not None else None,
         "critic": (
             {"model": parts.critic.model.state_dict(), "optimizer": parts.critic.optimizer.state_dict()}
             if parts.critic is not None else None
@@ -120,7 +121,7 @@ def restore_loop_state(state: dict, parts: RLComponents, sampler: TaskSampler, s
     load_optimizer_state(parts.learner.optimizer, state["optimizer"])
     parts.learner.version = state["learner_version"]
     if parts.reference is not None:
-        parts.reference.model.load_state_dict(state["reference"])
+        parts.reference.load_state_dict(state["reference"])
     if parts.critic is not None:
         parts.critic.model.load_state_dict(state["critic"]["model"])
         load_optimizer_state(parts.critic.optimizer, state["critic"]["optimizer"])
@@ -193,7 +194,7 @@ def run_rl(
     def save(step: int) -> Path:
         schedule_state = schedule.state_dict()  # first: an async schedule drains, moving the sampler on
         state = {
-            **loop_state(parts, sampler, shuffle, result), "schedule": schedule_state,
+            **loop_state(parts, sampler, shuffle, result), **parts.checkpoint_extras, "schedule": schedule_state,
             "reward_spec": reward_spec(cfg.reward.components),  # which rewards filled the cache, for a resume
         }
         return ckpt.save_checkpoint(run_dir, step, parts.learner.model, parts.env.tokenizer, state, cfg.trainer.keep_checkpoints)

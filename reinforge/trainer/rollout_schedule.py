@@ -50,7 +50,6 @@ the learner's whole step, in async the producer waiting for weights).
 
 from __future__ import annotations
 
-import copy
 import threading
 import time
 from dataclasses import dataclass
@@ -61,6 +60,7 @@ from reinforge.engines.base import Engine, SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.base import Env
 from reinforge.learner.policy_learner import PolicyLearner
+from reinforge.models.lora import inference_copy, merged_state_dict
 from reinforge.rewards.scorer import RewardScorer
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.trainer.collect import Collected, collect_groups, step_seed
@@ -180,8 +180,8 @@ def private_engine(engine: Engine, model) -> TorchEngine:
 
 
 def weights_snapshot(learner: PolicyLearner) -> dict:
-    """A copy of the learner's weights, safe from its next optimizer step."""
-    return {name: t.detach().clone() for name, t in learner.model.state_dict().items()}
+    """A copy of the weights engines sample with (a LoRA policy's merged ones), safe from the next optimizer step."""
+    return {name: t.detach().clone() for name, t in merged_state_dict(learner.model).items()}
 
 
 class AsyncSchedule:
@@ -205,11 +205,8 @@ class AsyncSchedule:
             self.engine = engine.lane()
             self.engine.load_weights(weights_snapshot(learner), learner.version)
         else:
-            model = copy.deepcopy(learner.model)  # the engine's own weights: only snapshots reach it
-            for p in model.parameters():
-                p.grad = None
-                p.requires_grad_(False)
-            self.model = model
+            # the engine's own weights (a plain model, merged under LoRA): only snapshots reach it
+            self.model = model = inference_copy(learner.model)
             self.engine = private_engine(engine, model)
             self.engine.sync_weights(learner.version)
         self.loaded_index = first_step - 1  # the weights the private copy holds now

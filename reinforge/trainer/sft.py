@@ -3,6 +3,9 @@
 Only the policy's tokens are trained (prompt and env observations are context), and each example
 is tokenized by the env the way RL will see it: for a multi-turn demonstration, the assistant
 turns closed by the end-of-turn token, with the tool results between them as observations.
+
+With `model.lora` set the warm-up still trains every weight: it teaches the format and the base
+skill, and RL then trains adapters on top of the warmed-up model (reinforge.models.lora).
 """
 
 from __future__ import annotations
@@ -77,13 +80,14 @@ def run_sft(
     losses = []
     start = time.perf_counter()
     model.train()
+    device = next(model.parameters()).device  # batches are built on the CPU
     with ProgressDisplay(cfg.steps, "SFT warm-up", enabled=show_progress) as progress:
         for step in range(cfg.steps):
             if len(order) < cfg.batch_size:  # epochs of shuffled examples
                 order += rng.sample(range(len(examples)), len(examples))
             batch = [examples[i] for i in order[: cfg.batch_size]]
             del order[: cfg.batch_size]
-            loss = sft_loss(model, *sft_batch(batch, pad))
+            loss = sft_loss(model, *(t.to(device) for t in sft_batch(batch, pad)))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
