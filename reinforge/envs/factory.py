@@ -29,6 +29,8 @@ def check_env_config(cfg: Config) -> None:
     """Before any model is loaded: tool names and options (a database or document file that
     cannot be opened fails here), and settings that only mean something for one env type."""
     env = cfg.env
+    if cfg.task.source == "game" and env.type != "game":
+        raise ConfigError(f"task.source=game describes games, which only env.type=game plays (env.type={env.type}; docs/games.md)")
     for i, component in enumerate(cfg.reward.components):
         if component.fn == "env_reward" and not is_import_path(env.type) and env.type != "game":
             raise ConfigError(

@@ -61,16 +61,20 @@ def minimax(game: Game, state: State, player: int, rng: random.Random) -> str:
 KUHN_ALPHA = 1 / 6
 
 
+def kuhn_bet_probability(card: str, history: str) -> float:
+    """The equilibrium player's probability of betting with `card` after the public `history`."""
+    rank = CARDS.index(card)
+    return {
+        "": (KUHN_ALPHA, 0.0, 3 * KUHN_ALPHA),  # first player opens
+        "pb": (0.0, KUHN_ALPHA + 1 / 3, 1.0),  # first player, facing a bet after passing
+        "b": (0.0, 1 / 3, 1.0),  # second player, facing a bet
+        "p": (1 / 3, 0.0, 1.0),  # second player, after a pass
+    }[history][rank]
+
+
 def kuhn_equilibrium(game: Game, state: State, player: int, rng: random.Random) -> str:
     """A Nash-equilibrium player of Kuhn poker (alpha = 1/6); reads only its own card."""
-    card, history = CARDS.index(state[player]), state[2]
-    bet = {
-        "": (KUHN_ALPHA, 0.0, 3 * KUHN_ALPHA)[card],  # first player opens
-        "pb": (0.0, KUHN_ALPHA + 1 / 3, 1.0)[card],  # first player, facing a bet after passing
-        "b": (0.0, 1 / 3, 1.0)[card],  # second player, facing a bet
-        "p": (1 / 3, 0.0, 1.0)[card],  # second player, after a pass
-    }[history]
-    return "bet" if rng.random() < bet else "pass"
+    return "bet" if rng.random() < kuhn_bet_probability(state[player], state[2]) else "pass"
 
 
 OPPONENTS: dict[str, Opponent] = {"random": random_legal, "minimax": minimax, "kuhn_equilibrium": kuhn_equilibrium}
