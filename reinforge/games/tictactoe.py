@@ -1,7 +1,9 @@
 """Tic-tac-toe: X and O take turns writing their mark in one of nine cells; three in a row wins.
 
 A move is the number of an open cell, 1-9 row by row; the board is shown with open cells as their
-numbers ("12O/4X6/789"), so the legal moves are the digits the player can read off it.
+numbers ("12O/4X6/789"), and the open cells are listed again right before the move ("open 1 2 4 6
+7 8 9"): copying one of the last digits read is what a tiny model learns first, reading the board
+for strategy comes later.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ class TicTacToe(Game):
         return f"Tic-tac-toe. You are {MARKS[player]}. Reply with an open cell number."
 
     def view(self, state: str, player: int) -> str:
-        return f"Board {self.board(state)}. Your move:"
+        return f"Board {self.board(state)}. Open {' '.join(self.legal_moves(state))}. Your move:"
 
     def announce(self, state: str, mover: int, move: str, observer: int) -> str:
         return f"{MARKS[mover]} took {move}."

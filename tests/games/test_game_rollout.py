@@ -71,13 +71,13 @@ def test_self_play_gives_each_seat_its_own_token_exact_trajectory(tokenizer) -> 
 
     rules = "Tic-tac-toe. You are {}. Reply with an open cell number.\n"
     x_parts = [
-        (user(env, rules.format("X") + "Board 123/456/789. Your move:", first=True), False), (turn(tokenizer, env, "1"), True),
-        (user(env, "O took 4.\nBoard X23/O56/789. Your move:"), False), (turn(tokenizer, env, "2"), True),
-        (user(env, "O took 5.\nBoard XX3/OO6/789. Your move:"), False), (turn(tokenizer, env, "3"), True),
+        (user(env, rules.format("X") + "Board 123/456/789. Open 1 2 3 4 5 6 7 8 9. Your move:", first=True), False), (turn(tokenizer, env, "1"), True),
+        (user(env, "O took 4.\nBoard X23/O56/789. Open 2 3 5 6 7 8 9. Your move:"), False), (turn(tokenizer, env, "2"), True),
+        (user(env, "O took 5.\nBoard XX3/OO6/789. Open 3 6 7 8 9. Your move:"), False), (turn(tokenizer, env, "3"), True),
     ]
     o_parts = [
-        (user(env, rules.format("O") + "X took 1.\nBoard X23/456/789. Your move:", first=True), False), (turn(tokenizer, env, "4"), True),
-        (user(env, "X took 2.\nBoard XX3/O56/789. Your move:"), False), (turn(tokenizer, env, "5"), True),
+        (user(env, rules.format("O") + "X took 1.\nBoard X23/456/789. Open 2 3 4 5 6 7 8 9. Your move:", first=True), False), (turn(tokenizer, env, "4"), True),
+        (user(env, "X took 2.\nBoard XX3/O56/789. Open 3 5 6 7 8 9. Your move:"), False), (turn(tokenizer, env, "5"), True),
     ]
     for trajectory, parts, reward in ((x, x_parts, 1.0), (o, o_parts, -1.0)):
         assert trajectory.token_ids == [t for ids, _ in parts for t in ids]  # appended as tokenized, never re-tokenized
@@ -128,7 +128,7 @@ def test_a_game_past_max_turns_is_cut_and_pays_the_draw_reward(tokenizer) -> Non
 def test_max_episode_tokens_ends_the_game(tokenizer) -> None:
     env = GameEnv(tokenizer, max_turns=9)
     engine = MoveEngine(tokenizer, env.chat.end_of_turn_id, first_open_cell)
-    first_message = len(user(env, "Tic-tac-toe. You are X. Reply with an open cell number.\nBoard 123/456/789. Your move:", first=True))
+    first_message = len(user(env, "Tic-tac-toe. You are X. Reply with an open cell number.\nBoard 123/456/789. Open 1 2 3 4 5 6 7 8 9. Your move:", first=True))
     x, o = env.run_groups(engine, [game_task(["policy", "policy"])], 2, params(env), seed=0, max_episode_tokens=first_message + 10)
     assert x.finish_reason == o.finish_reason == "max_tokens"
     assert len(x.token_ids) <= first_message + 10 and len(o.token_ids) <= first_message + 10
