@@ -36,4 +36,8 @@ def test_micro_self_play_run(tmp_path) -> None:
     assert len(records) == 8 and {r["game"]["players"]["X"] for r in records} >= {"policy", "random", "minimax"}
     game = records[0]["game"]  # move by move, with the policy's own view
     assert game["moves"] and set(game["views"]) == {"X"} and records[0]["turns"] == game["views"]["X"]
-    assert "game, turn by turn" in write_report(run_dir).read_text() or "episode, turn by turn" in (run_dir / "report.html").read_text()
+    assert "Board 123/456/789" in write_report(run_dir).read_text()  # the report shows the games turn by turn
+    seats = {(s["group_id"], s["task_id"]): [] for s in samples}
+    for s in samples:
+        seats[(s["group_id"], s["task_id"])].append(s["turns"][0]["text"])
+    assert any(any("You are X" in t for t in v) and any("You are O" in t for t in v) for v in seats.values())  # each seat's view
