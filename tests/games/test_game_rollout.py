@@ -203,3 +203,15 @@ def test_group_size_must_hold_whole_games(tokenizer) -> None:
         env.run_groups(engine, [game_task(["policy", "policy"])], 3, params(env), seed=0)
     with pytest.raises(ValueError, match="run_groups"):
         env.episode()
+
+
+@pytest.mark.parametrize("game, moves, payoffs", [("connect_four", "1234567", {-1.0, 0.0, 1.0}), ("kuhn_poker", ["bet", "pass"], {-2.0, -1.0, 1.0, 2.0})])
+def test_every_game_plays_through_the_env(tokenizer, game, moves, payoffs) -> None:
+    env = GameEnv(tokenizer, max_turns=60)
+    engine = MoveEngine(tokenizer, env.chat.end_of_turn_id, lambda prompt, call, row: moves[(call + row) % len(moves)])
+    tasks = [game_task(["policy", "random"], game=game, seed=s) for s in range(3)] + [game_task(["policy", "policy"], game=game, seed=9)]
+    out = env.run_groups(engine, tasks, 2, params(env), seed=1)
+    assert len(out) == 8 and all(t.finish_reason in ("stop", "illegal_moves") for t in out)
+    assert all(t.stats["env_reward"] in payoffs and t.num_turns >= 1 for t in out)
+    x, o = out[6:]  # a self-play game: zero-sum
+    assert x.stats["env_reward"] == -o.stats["env_reward"] and (x.agent, o.agent) == env.game(game).roles
