@@ -215,3 +215,26 @@ def test_every_game_plays_through_the_env(tokenizer, game, moves, payoffs) -> No
     assert all(t.stats["env_reward"] in payoffs and t.num_turns >= 1 for t in out)
     x, o = out[6:]  # a self-play game: zero-sum
     assert x.stats["env_reward"] == -o.stats["env_reward"] and (x.agent, o.agent) == env.game(game).roles
+
+
+def test_learner_logprobs_match_the_engine_on_every_seat(tokenizer, sharp_nano_model) -> None:
+    """Invariant 1 for games: each seat's stored trajectory (its messages, its sampled moves) gives
+    the learner the engine's log-probs on every sampled token."""
+    import torch
+
+    from float_bounds import logit_bound
+    from reinforge.engines.torch_engine import TorchEngine
+    from reinforge.learner.batch import collate
+    from reinforge.learner.policy_learner import compute_logprobs
+
+    env = GameEnv(tokenizer, max_turns=9)
+    engine = TorchEngine(sharp_nano_model, tokenizer.pad_token_id)
+    out = env.run_groups(engine, [game_task(["policy", "policy"]), game_task(["policy", "random"], seed=2)], 4,
+                         SamplingParams(3, temperature=1.0, stop_token_ids=env.stop_token_ids), seed=5, max_episode_tokens=120)
+    assert len(out) == 8 and {t.agent for t in out} == {"X", "O"}
+    batch = collate(out, None, tokenizer.pad_token_id)
+    mask = batch.loss_mask
+    assert mask.sum() >= len(out) - 1  # every seat that moved sampled tokens
+    recomputed = compute_logprobs(sharp_nano_model, batch, micro_batch_size=8, temperature=1.0)
+    bound = logit_bound(sharp_nano_model, [t.token_ids for t in out])
+    assert torch.allclose(recomputed[mask], batch.old_logprobs[mask], atol=bound, rtol=0)
