@@ -2,9 +2,9 @@
 
 The tictactoe-selfplay recipe, shortened to its first RL_STEPS steps (seed 0, everything else as
 shipped): after the warm-up on random-legal games, self-play with the game's result as the only
-reward must raise the greedy win+draw rate against the random player by MARGIN and bring the
-greedy illegal-move rate down (the margins are those the recipe's own run reached by that step,
-less slack: docs/games.md has the curves).
+reward must raise the greedy win+draw rate against the random player by MARGIN (the recipe's own
+run reached +28 points by that step) and keep the greedy illegal-move rate under 2% (docs/games.md
+has the curves).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from reinforge.config import load_config
 from reinforge.run.pipeline import run_training
 
 RECIPE = str(Path(__file__).parents[2] / "recipes" / "tictactoe-selfplay.yaml")
-RL_STEPS = 30  # evaluations at 0, 10, 20, 30 as in the recipe: the same run, cut short
-MARGIN = 0.10
+RL_STEPS = 20  # evaluations at 0, 10, 20 as in the recipe: the same run, cut short
+MARGIN = 0.20  # the recipe's run: 46% -> 74% at step 20 (+28 points)
 
 
 @pytest.mark.slow
@@ -29,4 +29,4 @@ def test_self_play_beats_the_random_player_more_often(tmp_path) -> None:
     ])
     before, after = (lambda evals: (evals[0], evals[-1]))(run_training(cfg).rl.evals)
     assert after["game/vs-random/win_draw"] >= before["game/vs-random/win_draw"] + MARGIN, (before, after)
-    assert after["illegal_move_rate"] < before["illegal_move_rate"], (before["illegal_move_rate"], after["illegal_move_rate"])
+    assert after["illegal_move_rate"] < 0.02, after["illegal_move_rate"]
