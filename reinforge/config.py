@@ -62,7 +62,7 @@ class ModelConfig(Section):
 
 
 class TaskConfig(Section):
-    source: str = Field("arithmetic", description="Task source: arithmetic | jsonl | hf_dataset | reasoning_gym, or your own by import path ('pkg.module:load', './tasks.py:load'; docs/extending.md).")
+    source: str = Field("arithmetic", description="Task source: arithmetic | jsonl | hf_dataset | reasoning_gym | game (game setups for env.type=game, docs/games.md), or your own by import path ('pkg.module:load', './tasks.py:load'; docs/extending.md).")
     dataset: str | None = Field(None, description="reasoning-gym dataset name (source=reasoning_gym).")
     params: dict[str, Any] = Field(default_factory=dict, description="Source parameters (arithmetic knobs, reasoning-gym dataset config).")
     path: str | None = Field(
@@ -140,7 +140,7 @@ class EnvConfig(Section):
 
     type: str = Field(
         "single_turn",
-        description="single_turn: one response per task; tool: multi-turn episodes with tool calls (chat format); or your own env class by import path ('pkg.module:MyEnv', './env.py:MyEnv'; docs/extending.md), or a gym / GEM, SkyRL, TRL or verifiers env by import path (docs/adapters.md).",
+        description="single_turn: one response per task; tool: multi-turn episodes with tool calls (chat format); game: multi-player text games (task.source=game, docs/games.md); or your own env class by import path ('pkg.module:MyEnv', './env.py:MyEnv'; docs/extending.md), or a gym / GEM, SkyRL, TRL or verifiers env by import path (docs/adapters.md).",
     )
     params: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of your own env class (env.type given by import path).")
     tools: list[str] = Field(
@@ -171,7 +171,7 @@ class AlgoConfig(Section):
     method: str | None = Field(
         None, description="A named preset of the keys below (reinforge.algos.methods), e.g. dr_grpo, dapo, gspo, ppo; keys set explicitly win."
     )
-    advantage: str = Field("grpo", description="Advantage estimator (reinforge.algos.advantages): grpo, dr_grpo, rloo, reinforce_pp, reinforce_pp_baseline, gdpo, pass_at_k, gae, or your own by import path.")
+    advantage: str = Field("grpo", description="Advantage estimator (reinforge.algos.advantages): grpo, dr_grpo, dr_mas (per agent, for games), rloo, reinforce_pp, reinforce_pp_baseline, gdpo, pass_at_k, gae, or your own by import path.")
     policy_loss: str = Field("ppo_clip", description="Policy loss (reinforge.algos.losses): ppo_clip, gspo, cispo, reinforce, or your own by import path.")
     loss_agg: str = Field("token_mean", description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum, constant (Dr. GRPO).")
     lr: float = Field(1e-4, gt=0, description="Policy learning rate (AdamW).")

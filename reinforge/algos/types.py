@@ -26,6 +26,8 @@ class AdvantageInputs:
     turn_index: torch.Tensor | None = None  # [N, T] long
     turn_rewards: torch.Tensor | None = None  # [N, K] float64
     turn_counts: torch.Tensor | None = None  # [N] long, turns of each episode (>= 1)
+    # Multi-player episodes (games): which agent (player / role) produced each sample; None otherwise.
+    agent_ids: torch.Tensor | None = None  # [N] long
     gamma: float = 1.0
     lam: float = 1.0
     eps: float = 1e-6

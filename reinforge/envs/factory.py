@@ -15,7 +15,7 @@ from reinforge.envs.tools.registry import ToolDefinitionError, ToolRegistry
 from reinforge.envs.user_env import build_user_env, check_user_env
 from reinforge.import_paths import ImportPathError, is_import_path
 
-BUILTIN_ENVS = ("single_turn", "tool")
+BUILTIN_ENVS = ("single_turn", "tool", "game")
 
 
 def tool_registry(cfg: Config) -> ToolRegistry:
@@ -29,8 +29,10 @@ def check_env_config(cfg: Config) -> None:
     """Before any model is loaded: tool names and options (a database or document file that
     cannot be opened fails here), and settings that only mean something for one env type."""
     env = cfg.env
+    if cfg.task.source == "game" and env.type != "game":
+        raise ConfigError(f"task.source=game describes games, which only env.type=game plays (env.type={env.type}; docs/games.md)")
     for i, component in enumerate(cfg.reward.components):
-        if component.fn == "env_reward" and not is_import_path(env.type):
+        if component.fn == "env_reward" and not is_import_path(env.type) and env.type != "game":
             raise ConfigError(
                 f"reward.components[{i}] ({component.name}): env_reward is the env's own reward, which env.type={env.type} "
                 "never reports; name an env by import path (a gym / SkyRL / TRL / verifiers env, or your Env class that "
@@ -51,6 +53,11 @@ def check_env_config(cfg: Config) -> None:
             f"env.type: unknown env {env.type!r}; built-in: {', '.join(BUILTIN_ENVS)}; "
             "or your own as 'package.module:MyEnv' or './env.py:MyEnv' (docs/extending.md)"
         )
+    if env.type == "game":
+        from reinforge.games.config_check import check_game_config
+
+        check_game_config(cfg)
+        return
     if env.type == "single_turn":
         if env.tools:
             raise ConfigError(f"env.tools={env.tools} but env.type=single_turn never calls tools; set env.type=tool")
@@ -65,6 +72,10 @@ def check_env_config(cfg: Config) -> None:
 def build_env(cfg: Config, tokenizer: PreTrainedTokenizerBase) -> Env:
     if is_import_path(cfg.env.type):
         return build_user_env(cfg, tokenizer)
+    if cfg.env.type == "game":
+        from reinforge.games.env import GameEnv
+
+        return GameEnv(tokenizer, cfg.env.max_turns)
     if cfg.env.type == "single_turn":
         try:
             return SingleTurnEnv(tokenizer, cfg.rollout.prompt_format)

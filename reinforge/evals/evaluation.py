@@ -75,6 +75,8 @@ def evaluate(
     its verifier scores it 1.0 (partial credit, as some reasoning-gym scorers give, does not
     count as solved).
     """
+    if hasattr(env, "evaluate_games"):  # games: win / draw / loss against fixed opponents (reinforge.games.evaluation)
+        return env.evaluate_games(engine, tasks, max_new_tokens, samples, temperature, seed, max_episode_tokens)
     stop = env.stop_token_ids
     greedy = rollout_groups(
         engine, env, tasks, 1, SamplingParams(max_new_tokens, 0.0, stop_token_ids=stop), None,

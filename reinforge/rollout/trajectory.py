@@ -22,6 +22,9 @@ class Trajectory:
     check on it is conservative). `token_versions`, set by partial rollouts (whose episodes may be
     resumed with newer weights), gives the version that sampled each token (-1 on tokens the
     policy did not sample); None means every sampled token came from `policy_version`.
+
+    `agent` names the player whose turns these are when one episode (a game) yields a trajectory
+    per player (reinforge.games); per-agent estimators group by it. None for single-agent envs.
     """
 
     task_id: str
@@ -43,6 +46,7 @@ class Trajectory:
     transcript: list[dict] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
     token_versions: list[int] | None = None
+    agent: str | None = None  # the player (role) whose turns these are, in a multi-player game
 
     @property
     def num_turns(self) -> int:

@@ -43,6 +43,7 @@ class LazySource:
 
 TASK_SOURCES: dict[str, TaskSource] = {
     "arithmetic": LazySource("reinforge.tasks.arithmetic"),
+    "game": LazySource("reinforge.games.tasks"),
     "hf_dataset": LazySource("reinforge.tasks.hf_dataset_source"),
     "jsonl": LazySource("reinforge.tasks.jsonl_source"),
     "reasoning_gym": LazySource("reinforge.tasks.reasoning_gym_source"),

@@ -84,6 +84,15 @@ def has_active_dropout(model: torch.nn.Module) -> bool:
     )
 
 
+def agent_ids(trajectories: list[Trajectory]) -> torch.Tensor | None:
+    """Each sample's agent as an index (in order of first appearance); None when no trajectory
+    names one (single-agent envs)."""
+    if all(t.agent is None for t in trajectories):
+        return None
+    index: dict[str | None, int] = {}
+    return torch.tensor([index.setdefault(t.agent, len(index)) for t in trajectories])
+
+
 def prepare_batch(
     trajectories: list[Trajectory],
     algo: AlgoConfig,
@@ -174,6 +183,7 @@ def prepare_batch(
             turn_index=turns.index,
             turn_rewards=turns.rewards,
             turn_counts=turns.counts,
+            agent_ids=agent_ids(trajectories),
         )
     )
     advantages = out.advantages

@@ -85,6 +85,7 @@ def get_estimator(name: str) -> EstimatorSpec:
 # Importing the estimator modules registers them.
 from reinforge.algos.advantages import (  # noqa: E402,F401
     dr_grpo,
+    dr_mas,
     gae,
     gdpo,
     grpo,

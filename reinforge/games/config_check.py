@@ -1,0 +1,46 @@
+"""Checks of a game run's config, before any model is loaded (called by envs.factory.check_env_config)."""
+
+from __future__ import annotations
+
+from reinforge.config import Config, ConfigError
+from reinforge.games.spec import GameSpecError, parse_spec
+from reinforge.import_paths import is_import_path
+
+
+def check_game_config(cfg: Config) -> None:
+    env = cfg.env
+    if cfg.task.source != "game":
+        raise ConfigError(f"env.type=game plays the game setups of task.source=game (docs/games.md), not task.source={cfg.task.source}")
+    try:
+        spec, game = parse_spec(cfg.task.params)
+    except GameSpecError as err:
+        raise ConfigError(str(err)) from None
+    if env.tools or env.params:
+        raise ConfigError("env.type=game takes no env.tools or env.params; the game is set in task.params (docs/games.md)")
+    if cfg.rollout.prompt_format == "raw":
+        raise ConfigError("env.type=game lays out each player's turns as chat messages; rollout.prompt_format=raw cannot hold them (use auto or chat)")
+    if env.max_turns < game.max_moves:
+        raise ConfigError(
+            f"env.max_turns={env.max_turns} would cut every long {game.name} game: it counts every attempted move of every "
+            f"player, and a game can take {game.max_moves} moves; set env.max_turns >= {game.max_moves} (a few more leave "
+            "room for illegal attempts)"
+        )
+    fns = [c.fn for c in cfg.reward.components]
+    if "env_reward" not in fns or any(fn != "env_reward" and not is_import_path(fn) for fn in fns):
+        raise ConfigError(
+            f"reward.components use {fns}: a game's reward is its result, reported as the env reward; set "
+            "reward.components: [{name: game, fn: env_reward}] (your own reward functions by import path may be added)"
+        )
+    for i, seats in enumerate(spec.seats(game)):
+        policy_seats = sum(who in spec.policies for who in seats)
+        if cfg.rollout.group_size % policy_seats:
+            raise ConfigError(
+                f"rollout.group_size={cfg.rollout.group_size} is not a multiple of the {policy_seats} policy seats of "
+                f"task.params.train_seats[{i}]={seats}: a group is one trajectory per policy seat per game"
+            )
+        if cfg.algo.advantage == "dr_mas" and cfg.rollout.group_size // policy_seats < 2:
+            raise ConfigError(
+                f"algo.advantage=dr_mas normalizes each role within its group: rollout.group_size={cfg.rollout.group_size} "
+                f"gives {cfg.rollout.group_size // policy_seats} game(s) per group for task.params.train_seats[{i}]={seats}; "
+                "it needs at least 2 (raise rollout.group_size)"
+            )

@@ -1,0 +1,116 @@
+"""The game env: the Env the trainer holds when `env.type: game`; its games come from the tasks.
+
+Rollout goes through `run_groups` (the seam of reinforge.rollout.episodes.rollout_groups): a
+task is one game setup, and its group is `group_size` trajectories, one per policy seat per
+game, so a self-play task of a two-player game plays group_size / 2 games. Evaluation goes
+through `evaluate_games` (the seam of reinforge.evals.evaluation.evaluate): win / draw / loss
+rates against each fixed opponent (reinforge.games.evaluation).
+
+Warm-up examples are the tasks' random-legal demonstrations, laid out in tokens as a rollout
+lays out the same messages (chat prompt, then each later message as an observation).
+"""
+
+from __future__ import annotations
+
+import random
+
+from transformers import PreTrainedTokenizerBase
+
+from reinforge.engines.base import Engine, SamplingParams
+from reinforge.envs.chat_format import ChatFormat
+from reinforge.games.game import Game
+from reinforge.games.match import Match, MatchRules
+from reinforge.games.play import POLICY, GameRun, play_games
+from reinforge.games.registry import get_game
+from reinforge.rollout.trajectory import Trajectory
+from reinforge.tasks.task import Task
+
+
+class GameEnvError(ValueError):
+    pass
+
+
+def policy_seats(task: Task) -> int:
+    return sum(who == POLICY for who in task.metadata["seats"])
+
+
+def games_per_group(task: Task, group_size: int) -> int:
+    """Games that fill a group of `group_size` trajectories (one per policy seat per game)."""
+    seats = policy_seats(task)
+    if seats == 0 or group_size % seats:
+        raise GameEnvError(
+            f"task {task.id}: rollout.group_size={group_size} is not a multiple of the {seats} policy seats of its games "
+            f"({task.metadata['seats']}): each game yields one trajectory per policy seat"
+        )
+    return group_size // seats
+
+
+class GameEnv:
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, max_turns: int):
+        self.tokenizer = tokenizer
+        self.max_turns = max_turns
+        self.chat = ChatFormat(tokenizer)
+        self.stop_token_ids = tuple(dict.fromkeys([self.chat.end_of_turn_id, tokenizer.eos_token_id]))
+        self._games: dict[str, Game] = {}
+
+    def game(self, name: str) -> Game:
+        if name not in self._games:
+            self._games[name] = get_game(name)
+        return self._games[name]
+
+    # --- the Env protocol ---
+
+    def episode(self):
+        raise GameEnvError("a game is played by GameEnv.run_groups (several players per episode), not one episode at a time")
+
+    def prompt_ids(self, task: Task) -> list[int]:
+        return self.chat.prompt_ids(task.prompt)
+
+    def decode_response(self, token_ids: list[int]) -> str:
+        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+    def demonstration_turns(self, task: Task) -> list[str]:
+        return [str(m["content"]) for m in task.demonstration or [] if m.get("role") == "assistant"]
+
+    def sft_example(self, task: Task) -> tuple[list[int], list[bool]]:
+        return self.chat.demonstration_ids(self.prompt_ids(task), list(task.demonstration or []))
+
+    # --- games ---
+
+    def new_run(self, task: Task, group_id: int, rng_seed: str) -> GameRun:
+        meta = task.metadata
+        game = self.game(meta["game"])
+        rng = random.Random(rng_seed)
+        rules = MatchRules(float(meta["draw_reward"]), int(meta["max_illegal_moves"]), self.max_turns)
+        return GameRun(task, group_id, list(meta["seats"]), Match(game, rules, game.initial_state(rng)), rng)
+
+    def play(
+        self, engine: Engine, tasks: list[Task], games: list[int], params: SamplingParams, seed: int | None,
+        first_group_id: int, max_episode_tokens: int | None, tag: str,
+    ) -> tuple[list[GameRun], int]:
+        """`games[i]` games of task i (group id first_group_id + i), all played together. The
+        opponents' randomness and the deals depend on the task's seed, `tag`, `seed` and the game's
+        index, so an evaluation (fixed seed) meets the same opponent play every time. Returns the
+        runs and the oldest policy version that sampled in them."""
+        runs = [
+            self.new_run(task, first_group_id + i, f"{task.metadata['game_seed']}-{tag}-{seed}-{k}")
+            for i, task in enumerate(tasks)
+            for k in range(games[i])
+        ]
+        version = play_games(engine, self.chat, self.decode_response, runs, params, seed, max_episode_tokens)
+        return runs, version
+
+    def run_groups(
+        self, engine: Engine, tasks: list[Task], group_size: int, params: SamplingParams, seed: int | None,
+        first_group_id: int = 0, max_episode_tokens: int | None = None,
+    ) -> list[Trajectory]:
+        """Trajectories in task order, `group_size` per task (each game's policy seats in seat order)."""
+        games = [games_per_group(task, group_size) for task in tasks]
+        runs, version = self.play(engine, tasks, games, params, seed, first_group_id, max_episode_tokens, "train")
+        return [trajectory for run in runs for trajectory in run.trajectories(self.chat, version)]
+
+    def evaluate_games(self, engine: Engine, tasks: list[Task], max_new_tokens: int, samples: int, temperature: float,
+                       seed: int, max_episode_tokens: int | None = None) -> tuple[dict[str, float], list[dict]]:
+        from reinforge.games.evaluation import evaluate_games
+
+        return evaluate_games(self, engine, tasks, max_new_tokens, samples, temperature, seed, max_episode_tokens)

@@ -1,0 +1,105 @@
+"""Evaluating a game policy: win / draw / loss against each fixed opponent, illegal moves, length.
+
+Held-out tasks (task.source: game) are the policy against each evaluation opponent in each seat.
+Each is played once greedily (the opponents' randomness fixed per task, so two evaluations meet
+the same opponent play) and `samples` times at the sampling temperature.
+
+Metrics, from the greedy games unless named `game_sampled/`:
+- `game/vs-<opponent>/{win,draw,loss,unfinished}`: outcome rates; `.../win_draw`: not lost;
+  `game/vs-<opponent>/as-<role>/win_draw`: the same for one seat;
+- `illegal_move_rate`: the policy's illegal attempts over all its attempts; `game_length`: legal
+  moves per game; `finish/<reason>` rates (stop = the game reached its end);
+- `accuracy`: the not-lost rate over all greedy games, and `mean@<samples>` over all sampled ones
+  (the names every evaluation reports, so the run summary and the report read them as usual);
+  `game_sampled/vs-<opponent>/win_draw` per opponent.
+Records: one per task, the greedy game move by move (`game`) and the policy's own view (`turns`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from reinforge.engines.base import Engine, SamplingParams
+from reinforge.games.match import OUTCOMES
+from reinforge.games.play import POLICY, GameRun
+from reinforge.tasks.task import Task
+
+
+def policy_seat(run: GameRun) -> int:
+    return next(seat for seat, who in enumerate(run.players) if who == POLICY)
+
+
+def opponent_of(task: Task) -> str:
+    return next(who for who in task.metadata["seats"] if who != POLICY)
+
+
+def outcome_metrics(runs: list[GameRun], prefix: str) -> dict[str, float]:
+    by_family: dict[str, list[str]] = defaultdict(list)
+    by_seat: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for run in runs:
+        seat = policy_seat(run)
+        outcome = run.match.outcome(seat)
+        family = f"vs-{opponent_of(run.task)}"
+        by_family[family].append(outcome)
+        by_seat[(family, run.match.game.roles[seat])].append(outcome)
+    metrics = {}
+    for family, outcomes in by_family.items():
+        counts = Counter(outcomes)
+        for name in OUTCOMES:
+            metrics[f"{prefix}/{family}/{name}"] = counts[name] / len(outcomes)
+        metrics[f"{prefix}/{family}/win_draw"] = (counts["win"] + counts["draw"]) / len(outcomes)
+    for (family, role), outcomes in by_seat.items():
+        metrics[f"{prefix}/{family}/as-{role}/win_draw"] = sum(o in ("win", "draw") for o in outcomes) / len(outcomes)
+    return metrics
+
+
+def not_lost(run: GameRun) -> bool:
+    return run.match.outcome(policy_seat(run)) in ("win", "draw")
+
+
+def evaluate_games(env, engine: Engine, tasks: list[Task], max_new_tokens: int, samples: int, temperature: float,
+                   seed: int, max_episode_tokens: int | None = None) -> tuple[dict[str, float], list[dict]]:
+    for task in tasks:
+        if sum(who == POLICY for who in task.metadata["seats"]) != 1:
+            raise ValueError(f"held-out game {task.id} must seat the policy once against fixed players, got {task.metadata['seats']}")
+    stop = env.stop_token_ids
+    greedy, _ = env.play(engine, tasks, [1] * len(tasks), SamplingParams(max_new_tokens, 0.0, stop_token_ids=stop), None, 0,
+                      max_episode_tokens, "eval")
+    sampled = env.play(engine, tasks, [samples] * len(tasks), SamplingParams(max_new_tokens, temperature, stop_token_ids=stop),
+                       seed, 0, max_episode_tokens, "eval-sampled")[0] if samples > 0 else []
+
+    metrics = outcome_metrics(greedy, "game")
+    if sampled:
+        metrics.update({k: v for k, v in outcome_metrics(sampled, "game_sampled").items() if k.endswith("/win_draw")})
+    attempts = sum(sum(1 for m in run.match.log if m["player"] == policy_seat(run)) for run in greedy)
+    illegal = sum(run.match.illegal[policy_seat(run)] for run in greedy)
+    metrics["illegal_move_rate"] = illegal / max(attempts, 1)
+    metrics["game_length"] = float(np.mean([run.match.moves for run in greedy]))
+    reasons = Counter(run.match.finish_reason for run in greedy)
+    for reason in ("stop", "illegal_moves", "max_turns", "max_tokens"):
+        metrics[f"finish/{reason}"] = reasons[reason] / len(greedy)
+    metrics["accuracy"] = float(np.mean([not_lost(run) for run in greedy]))
+    metrics[f"mean@{samples}"] = float(np.mean([not_lost(run) for run in sampled])) if sampled else float("nan")
+    metrics["eval_tasks"] = float(len(tasks))
+
+    records = []
+    for i, (task, run) in enumerate(zip(tasks, greedy)):
+        seat = policy_seat(run)
+        mine = sampled[i * samples : (i + 1) * samples]
+        records.append({
+            "task_id": task.id,
+            "family": task.metadata["family"],
+            "prompt": task.prompt,
+            "answer": f"{run.match.game.roles[seat]} against {opponent_of(task)}",
+            "greedy": run.streams[seat].last_text,
+            "correct": not_lost(run),
+            "outcome": run.match.outcome(seat),
+            "samples": [r.match.outcome(seat) for r in mine],
+            "sample_correct": [not_lost(r) for r in mine],
+            "turns": run.streams[seat].transcript,
+            "finish_reason": run.match.finish_reason,
+            "game": run.record(),
+        })
+    return metrics, records

@@ -1,0 +1,77 @@
+"""The Game protocol: the rules of a turn-based game for several players, in text, without tokens.
+
+A game is pure rules: states, whose move it is, legal moves, the result. Everything a player is
+shown goes through `view(state, player)` and `announce(...)`, which must only use what that
+player may know: hidden information (a poker hand) never reaches another player's text, and so
+never another player's tokens (reinforge.games.match builds each player's token stream from
+these texts alone).
+
+Moves are short canonical strings ("5", "bet"): the move format a tiny model can learn. A
+policy's turn text is turned into a move by `parse_move` (whitespace stripped, nothing else
+forgiven); a text that is not a legal move is an illegal move (the match counts it).
+
+States are immutable and hashable, so a perfect player can search and memoize them.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+State = Any
+
+
+class Game(ABC):
+    name: ClassVar[str]
+    roles: ClassVar[tuple[str, ...]]  # one name per player, in seating order (X, O; first, second)
+    max_moves: ClassVar[int]  # the longest legal game, in moves of all players
+    perfect_information: ClassVar[bool] = True
+
+    @property
+    def num_players(self) -> int:
+        return len(self.roles)
+
+    @abstractmethod
+    def initial_state(self, rng: random.Random) -> State:
+        """A new game (a deal of cards uses `rng`; a board game ignores it)."""
+
+    @abstractmethod
+    def to_move(self, state: State) -> int:
+        """The player (index into `roles`) whose move it is; only called while not over."""
+
+    @abstractmethod
+    def legal_moves(self, state: State) -> list[str]:
+        ...
+
+    @abstractmethod
+    def play(self, state: State, move: str) -> State:
+        """The state after the player to move plays `move` (a legal move)."""
+
+    @abstractmethod
+    def is_over(self, state: State) -> bool:
+        ...
+
+    @abstractmethod
+    def payoffs(self, state: State) -> tuple[float, ...]:
+        """Each player's result of a finished game; zero-sum (they add up to 0), 0 each on a draw."""
+
+    @abstractmethod
+    def rules(self, player: int) -> str:
+        """The first line a player reads: the game, its role, how to write a move."""
+
+    @abstractmethod
+    def view(self, state: State, player: int) -> str:
+        """What `player` sees of `state` when asked to move: only its own information."""
+
+    @abstractmethod
+    def announce(self, state: State, mover: int, move: str, observer: int) -> str:
+        """How `observer` learns that `mover` played `move` in `state` (the state before it)."""
+
+    def parse_move(self, text: str) -> str:
+        return text.strip()
+
+    @property
+    def max_payoff(self) -> float:
+        """The largest payoff a player can get (a forfeit costs the forfeiter this much)."""
+        return 1.0

@@ -1,0 +1,187 @@
+"""Playing many games at once: one batched engine call per round of the policy's moves.
+
+Each game is a `Match` (the referee) with a player in every seat: the trained policy ("policy"),
+or a fixed opponent (reinforge.games.opponents) that answers at once, without the engine. Every
+round, each live game's player to move (a policy seat, once the fixed players have answered) is
+asked in one `engine.generate` call; each sampled turn goes back to its game as that player's move.
+
+Each policy seat keeps its own token stream, which becomes its own Trajectory (invariant 1): its
+first message is tokenized as a chat prompt, every later one as an observation appended after its
+previous turn (reinforge.envs.chat_format), and the sampled ids stay as the engine sampled them
+(loss mask on, behaviour log-probs kept). A seat sees only its own messages, so a self-play game
+yields one trajectory per seat, neither holding the other's hidden information.
+
+Limits: a turn that would overflow the seat's `max_episode_tokens` is cut to fit and ends the
+game ("max_tokens"), as does an observation with no room left for a reply.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from reinforge.engines.base import Engine, Generation, SamplingParams
+from reinforge.envs.chat_format import ChatFormat
+from reinforge.games.match import Match
+from reinforge.games.opponents import OPPONENTS
+from reinforge.rollout.episodes import turn_seed
+from reinforge.rollout.trajectory import Trajectory
+from reinforge.tasks.task import Task
+
+POLICY = "policy"
+
+
+@dataclass
+class SeatStream:
+    """One policy seat's tokens so far: messages appended, turns sampled."""
+
+    role: str
+    token_ids: list[int] = field(default_factory=list)
+    loss_mask: list[bool] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    turn_spans: list[tuple[int, int]] = field(default_factory=list)
+    transcript: list[dict] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    prompt_length: int = 0
+    policy_version: int | None = None
+    last_text: str = ""
+
+    def observe(self, ids: list[int], text: str) -> None:
+        if not self.token_ids:
+            self.prompt_length = len(ids)
+        self.token_ids += ids
+        self.loss_mask += [False] * len(ids)
+        self.logprobs += [0.0] * len(ids)
+        self.transcript.append({"role": "env", "text": text})
+
+    def add_turn(self, generation: Generation, text: str, budget: int | None) -> bool:
+        """Append the sampled turn; False when the seat's token budget cut it."""
+        ids, logprobs = generation.token_ids, generation.logprobs
+        fits = budget is None or len(self.token_ids) + len(ids) <= budget
+        if not fits:
+            keep = max(0, budget - len(self.token_ids))
+            ids, logprobs = ids[:keep], logprobs[:keep]
+        start = len(self.token_ids)
+        self.token_ids += ids
+        self.loss_mask += [True] * len(ids)
+        self.logprobs += list(logprobs)
+        self.turn_spans.append((start, len(self.token_ids)))
+        self.transcript.append({"role": "policy", "text": text})
+        self.errors += generation.errors
+        if self.policy_version is None:
+            self.policy_version = generation.policy_version
+        self.last_text = text
+        return fits
+
+
+@dataclass
+class GameRun:
+    """One game of a rollout: its task, group, players, referee, and the policy seats' streams."""
+
+    task: Task
+    group_id: int
+    players: list[str]  # per seat: "policy" or a fixed opponent's name
+    match: Match
+    rng: random.Random  # the fixed opponents' randomness
+    streams: dict[int, SeatStream] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        roles = self.match.game.roles
+        self.streams = {seat: SeatStream(roles[seat]) for seat, who in enumerate(self.players) if who == POLICY}
+
+    def answer_fixed_players(self) -> None:
+        """Let the fixed opponents move until a policy seat is to move or the game is over."""
+        while not self.match.over and self.players[self.match.to_move] != POLICY:
+            seat = self.match.to_move
+            self.match.submit(seat, OPPONENTS[self.players[seat]](self.match.game, self.match.state, seat, self.rng))
+
+    def trajectories(self, chat: ChatFormat, version: int) -> list[Trajectory]:
+        """One per policy seat, in seat order; a seat that never got to move (the other player
+        forfeited first) holds just its first message, with nothing to train, and is marked as
+        of `version` (the rollout's policy version)."""
+        rewards, out = self.match.rewards(), []
+        for seat, stream in self.streams.items():
+            if not stream.token_ids:
+                text = self.match.message(seat)
+                stream.observe(chat.prompt_ids([{"role": "user", "content": text}]), text)
+            outcome = self.match.outcome(seat)
+            out.append(
+                Trajectory(
+                    task_id=self.task.id,
+                    group_id=self.group_id,
+                    token_ids=stream.token_ids,
+                    loss_mask=stream.loss_mask,
+                    behaviour_logprobs=stream.logprobs,
+                    turn_spans=stream.turn_spans,
+                    prompt_length=stream.prompt_length,
+                    response_text=stream.last_text,
+                    policy_version=version if stream.policy_version is None else stream.policy_version,
+                    finish_reason=self.match.finish_reason or "error",
+                    errors=stream.errors,
+                    transcript=stream.transcript,
+                    stats={
+                        "env_reward": rewards[seat],
+                        "illegal_moves": float(self.match.illegal[seat]),
+                        "game_moves": float(self.match.moves),
+                        **{name: float(outcome == name) for name in ("win", "draw", "loss")},
+                    },
+                    agent=stream.role,
+                )
+            )
+        return out
+
+    def record(self) -> dict:
+        """The game move by move, for people: who played what, and each policy seat's own view."""
+        roles = self.match.game.roles
+        return {
+            "players": {roles[s]: who for s, who in enumerate(self.players)},
+            "moves": [{"role": roles[m["player"]], "text": m["text"], "legal": m["legal"]} for m in self.match.log],
+            "finish_reason": self.match.finish_reason,
+            "rewards": dict(zip(roles, self.match.rewards())),
+            "views": {stream.role: stream.transcript for stream in self.streams.values()},
+        }
+
+
+def play_games(
+    engine: Engine,
+    chat: ChatFormat,
+    decode,
+    runs: list[GameRun],
+    params: SamplingParams,
+    seed: int | None,
+    max_episode_tokens: int | None = None,
+) -> int:
+    """Play every game of `runs` to its end (or cut), in place; returns the oldest policy version
+    that sampled any turn (0 when no policy seat had to move)."""
+    versions: list[int] = []
+    for run in runs:
+        run.answer_fixed_players()
+    live = [run for run in runs if not run.match.over]
+    round_ = 0
+    while live:
+        asking: list[tuple[GameRun, int]] = []
+        for run in live:
+            seat = run.match.to_move
+            stream, text = run.streams[seat], run.match.message(seat)
+            message = [{"role": "user", "content": text}]
+            ids = chat.observation_ids(message) if stream.token_ids else chat.prompt_ids(message)
+            if max_episode_tokens is not None and len(stream.token_ids) + len(ids) >= max_episode_tokens:
+                run.match.cut("max_tokens")  # no room left for this message and a reply
+                continue
+            stream.observe(ids, text)
+            asking.append((run, seat))
+        if asking:
+            generations = engine.generate(
+                [list(run.streams[seat].token_ids) for run, seat in asking], params, seed=turn_seed(seed, round_)
+            )
+            versions += [g.policy_version for g in generations]
+            for (run, seat), generation in zip(asking, generations):
+                text = decode(generation.token_ids)
+                fits = run.streams[seat].add_turn(generation, text, max_episode_tokens)
+                run.match.submit(seat, text)
+                if not fits:
+                    run.match.cut("max_tokens")
+                run.answer_fixed_players()
+        round_ += 1
+        live = [run for run in live if not run.match.over]
+    return min(versions, default=0)

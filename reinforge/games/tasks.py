@@ -1,0 +1,88 @@
+"""The `game` task source: a task is one game setup (who plays each seat, a seed), not a question.
+
+Training tasks cycle through `train_seats`; held-out tasks are the policy against each evaluation
+opponent in each seat, `eval_games` of each (their family, "vs-<opponent>", groups the evaluation
+metrics). Every task carries a warm-up demonstration: a random-legal game as one of the policy's
+seats lives it (its messages exactly as the referee writes them), so the warm-up teaches the move
+format and the legal moves, not strategy. The task's prompt is that seat's first message.
+"""
+
+from __future__ import annotations
+
+import random
+
+from reinforge.config import ConfigError, TaskConfig
+from reinforge.games.game import Game
+from reinforge.games.match import Match, MatchRules
+from reinforge.games.opponents import random_legal
+from reinforge.games.spec import GameSpec, GameSpecError, parse_spec
+from reinforge.tasks.task import Task, TaskSplits
+
+
+def check(cfg: TaskConfig) -> None:
+    spec_of(cfg)
+
+
+def spec_of(cfg: TaskConfig) -> tuple[GameSpec, Game]:
+    try:
+        return parse_spec(cfg.params)
+    except GameSpecError as err:
+        raise ConfigError(str(err)) from None
+
+
+def demonstration(game: Game, rules: MatchRules, seat: int, rng: random.Random) -> list[dict]:
+    """A random-legal game as `seat` sees and plays it: its messages and moves, in chat form."""
+    match = Match(game, rules, game.initial_state(rng))
+    messages: list[dict] = []
+    while not match.over:
+        mover = match.to_move
+        move = random_legal(game, match.state, mover, rng)
+        if mover == seat:
+            messages.append({"role": "user", "content": match.message(seat)})
+            messages.append({"role": "assistant", "content": move})
+        match.submit(mover, move)
+    return messages
+
+
+def game_task(task_id: str, spec: GameSpec, game: Game, seats: list[str], seed: int, family: str) -> Task:
+    policy_seats = [i for i, who in enumerate(seats) if who in spec.policies]
+    rng = random.Random(f"demo-{seed}")
+    demo_seat = policy_seats[seed % len(policy_seats)]
+    rules = MatchRules(spec.draw_reward, spec.max_illegal_moves, game.max_moves * 2)
+    messages = demonstration(game, rules, demo_seat, rng)
+    return Task(
+        id=task_id,
+        prompt=messages[:1],
+        answer="",
+        demonstration=messages[1:],
+        metadata={
+            "family": family,
+            "game": game.name,
+            "seats": list(seats),
+            "game_seed": seed,
+            "demo_seat": demo_seat,
+            "draw_reward": spec.draw_reward,
+            "max_illegal_moves": spec.max_illegal_moves,
+        },
+    )
+
+
+def load(cfg: TaskConfig, seed: int) -> TaskSplits:
+    spec, game = spec_of(cfg)
+    rng = random.Random(seed)
+    train_seats = spec.seats(game)
+    train = []
+    for i in range(cfg.train_size):
+        seats = train_seats[i % len(train_seats)]
+        family = "selfplay" if all(w in spec.policies for w in seats) else "vs-" + "-".join(w for w in seats if w not in spec.policies)
+        train.append(game_task(f"{game.name}/train/{i}", spec, game, seats, rng.randrange(2**31), family))
+    held_out = []
+    for opponent in spec.opponents(game):
+        for seat in range(game.num_players):
+            seats = [opponent] * game.num_players
+            seats[seat] = spec.policies[0]
+            for k in range(spec.eval_games):
+                held_out.append(
+                    game_task(f"{game.name}/eval/{opponent}/{game.roles[seat]}/{k}", spec, game, seats, rng.randrange(2**31), f"vs-{opponent}")
+                )
+    return TaskSplits(train=train, eval=held_out)
