@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -22,6 +23,13 @@ class Trajectory:
     check on it is conservative). `token_versions`, set by partial rollouts (whose episodes may be
     resumed with newer weights), gives the version that sampled each token (-1 on tokens the
     policy did not sample); None means every sampled token came from `policy_version`.
+
+    An episode may come as several trajectories (an agent trained through the gateway whose
+    history was not append-only: reinforge.gateway.env): `episode_part` is 0 on the episode's lead
+    piece and 1, 2, ... on the pieces that follow it, right after it in the list. Only the lead is
+    scored and given an advantage; the other pieces share both (rewards.scorer, trainer.advantage_step).
+    `agent_result` is what such an agent returned (picklable), for rewards of the form
+    fn(task, result, transcript).
     """
 
     task_id: str
@@ -43,6 +51,8 @@ class Trajectory:
     transcript: list[dict] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
     token_versions: list[int] | None = None
+    episode_part: int = 0
+    agent_result: Any = None
 
     @property
     def num_turns(self) -> int:
