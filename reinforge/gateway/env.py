@@ -63,6 +63,14 @@ def _close_open_envs() -> None:
         env.close()
 
 
+def default_gateway(*args, **kwargs):
+    """The run's OpenAI-compatible server (reinforge.gateway.server), built lazily: warm-up and
+    validation never start it."""
+    from reinforge.gateway import Gateway
+
+    return Gateway(*args, **kwargs)
+
+
 def result_text(result: Any) -> str:
     """What the verifier checks: a str as it is, anything else as JSON (repr when not JSON)."""
     if result is None:
@@ -175,9 +183,7 @@ class GatewayEnv:
         with self._lock:
             gateway = self._gateways.get(id(engine))
             if gateway is None:
-                factory = self._gateway_factory
-                if factory is None:
-                    from reinforge.gateway import Gateway as factory
+                factory = self._gateway_factory or default_gateway
                 gateway = factory(
                     engine, self.tokenizer, model_name=MODEL_NAME, tool_format=self.tool_format,
                     max_new_tokens=self.max_new_tokens, max_context_tokens=max_context_tokens, window_s=self.window_s,
