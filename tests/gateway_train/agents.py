@@ -18,14 +18,14 @@ def _example():
     return module
 
 
-async def flaky(task, client):
-    """The example agent, except that the first episode this process runs raises and the second
-    hangs (past env.agent_timeout_s): both must be counted and left out of the loss."""
+async def flaky(task, client, fail_at: int = 1):
+    """The example agent, except that episode number `fail_at` of this process raises and the
+    next one hangs (past env.agent_timeout_s): both must be counted and left out of the loss."""
     global _started
     _started += 1
-    if _started == 1:
+    if _started == fail_at:
         raise RuntimeError("the agent's own bug")
-    if _started == 2:
+    if _started == fail_at + 1:
         await asyncio.sleep(3600)
     return await _example().solve(task, client)
 
