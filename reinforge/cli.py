@@ -1,4 +1,4 @@
-"""`reinforge train | sft | eval | compare | config show | config validate | report`: run a recipe, with dotted overrides (`algo.lr=1e-5`)."""
+"""`reinforge train | sft | eval | compare | config show | config validate | report | serve`: run a recipe, with dotted overrides (`algo.lr=1e-5`)."""
 
 from __future__ import annotations
 
@@ -66,6 +66,12 @@ def _parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="write a self-contained HTML report of a run directory")
     rep.add_argument("run_dir", help="run directory (holds metrics.jsonl)")
     rep.add_argument("--output", help="HTML file to write (default: RUN_DIR/report.html)")
+    srv = sub.add_parser("serve", help="serve a local model as an OpenAI-compatible endpoint on 127.0.0.1 (until Ctrl-C)")
+    srv.add_argument("model_dir", metavar="MODEL_DIR", help="local Hugging Face model directory")
+    srv.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    srv.add_argument("--model-name", help="the model name clients send (default: the directory's name)")
+    srv.add_argument("--tool-format", default="compact", choices=("compact", "hermes"), help="how the model writes tool calls")
+    srv.add_argument("--max-new-tokens", type=int, default=256, help="cap on a request's max_tokens (default 256)")
     return parser
 
 
@@ -165,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "report":
         return report_command(args)
     try:
+        if args.command == "serve":
+            from reinforge.gateway.serve_command import serve
+
+            return serve(args.model_dir, args.port, args.model_name, args.tool_format, args.max_new_tokens)
         if args.command == "config":
             return config_command(args)
         if args.command == "eval":

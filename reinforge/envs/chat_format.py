@@ -39,6 +39,11 @@ class ChatFormat:
         self.tools = tools or None
         self.end_of_turn_id, self._turn_close = self._find_end_of_turn()
 
+    @property
+    def turn_close(self) -> str:
+        """The end-of-turn token as the template writes it after an assistant turn's content."""
+        return self._turn_close
+
     def render(self, messages: list[dict], add_generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
             messages, tools=self.tools, chat_template=self.template, tokenize=False,

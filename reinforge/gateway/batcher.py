@@ -1,0 +1,226 @@
+"""Requests -> batched `engine.generate` calls, on one worker thread.
+
+Agents call the model one request at a time, but the engine is fast only on batches. Every
+request waits in a pending list (one row per choice: n rows for an `n`-choice request) and the
+pending list is flushed into engine calls when:
+
+- every open, unfinished session has a request pending (no agent is still thinking or running a
+  tool, so waiting longer cannot grow the batch), or
+- `window_s` has passed since the oldest pending request arrived (an agent busy in its tools does
+  not hold the others back for more than the window), or
+- `max_batch` rows are pending.
+
+A flush makes one `engine.generate` per distinct SamplingParams (per-request token budgets are
+passed as `budgets` to engines that take them, TorchEngine does, so that different max_tokens
+still share one call). Rows are sorted by (session open order, call index), and each call's seed
+is derived from the first row's session seed and the flush counter, so a run whose agents are
+deterministic batches and samples deterministically. Engines are not thread-safe: all engine
+calls run on the batcher's one worker thread. An engine that raises fails every request of that
+call (the server answers each with a 500 and records it on its session).
+
+Per-call stats: rows, batch fill (rows / sessions open and unfinished at flush time; only for
+flushes while sessions are open) and engine seconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from reinforge.engines.base import Generation, SamplingParams
+
+SEED_STRIDE = 1_000_033  # a prime: seeds of different sessions / flushes do not collide in practice
+
+
+class EngineFailure(RuntimeError):
+    """The engine raised (or answered wrongly) on a batch this request was part of."""
+
+
+class BatcherClosed(RuntimeError):
+    """The gateway is shutting down; the request was not sampled."""
+
+
+@dataclass
+class Job:
+    """One request: `n` rows of the same prompt, sampled with `params` (max_new_tokens = its budget)."""
+
+    prompt_ids: list[int]
+    n: int
+    params: SamplingParams
+    order: tuple  # (session open order, call index); plain requests after sessions, by arrival
+    session_key: str | None
+    seed_base: int
+    future: Future = field(default_factory=Future)
+    arrived: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class CallStats:
+    flush: int
+    rows: int
+    sessions_open: int
+    fill: float | None
+    engine_s: float
+    failed: bool
+
+
+class Batcher:
+    def __init__(self, engine: Any, window_s: float = 0.02, max_batch: int = 256):
+        if window_s < 0:
+            raise ValueError(f"window_s must be >= 0, got {window_s}")
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        self.engine, self.window_s, self.max_batch = engine, window_s, max_batch
+        self._takes_budgets = _accepts(engine.generate, "budgets")
+        self._cond = threading.Condition()
+        self._pending: list[Job] = []
+        self._open: set[str] = set()  # sessions open and unfinished
+        self._closed = False
+        self._flushes = 0
+        self.calls: deque[CallStats] = deque(maxlen=10_000)
+        self.engine_calls = self.rows = 0
+        self.engine_seconds = 0.0
+        self._fill_sum, self._fill_count = 0.0, 0
+        self._thread = threading.Thread(target=self._run, name="reinforge-gateway-engine", daemon=True)
+        self._thread.start()
+
+    # --- sessions -------------------------------------------------------------------------------
+    def open_session(self, key: str) -> None:
+        with self._cond:
+            self._open.add(key)
+            self._cond.notify_all()
+
+    def finish_session(self, key: str) -> None:
+        with self._cond:
+            self._open.discard(key)
+            self._cond.notify_all()  # the others may now all be pending
+
+    # --- requests -------------------------------------------------------------------------------
+    def submit(self, job: Job) -> Future:
+        if job.n > self.max_batch:
+            raise ValueError(f"n={job.n} is more than max_batch={self.max_batch} rows")
+        with self._cond:
+            if self._closed:
+                raise BatcherClosed("the gateway is closing")
+            self._pending.append(job)
+            self._cond.notify_all()
+        return job.future
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the worker (after the engine call in flight, if any); pending requests fail."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def stats(self) -> dict:
+        with self._cond:
+            return {
+                "engine_calls": self.engine_calls, "rows": self.rows, "engine_seconds": self.engine_seconds,
+                "mean_batch_fill": self._fill_sum / self._fill_count if self._fill_count else None,
+                "mean_rows_per_call": self.rows / self.engine_calls if self.engine_calls else None,
+            }
+
+    # --- worker ---------------------------------------------------------------------------------
+    def _ready(self, now: float) -> bool:
+        rows = sum(job.n for job in self._pending)
+        if rows >= self.max_batch:
+            return True
+        if now - min(job.arrived for job in self._pending) >= self.window_s:
+            return True
+        waiting = {job.session_key for job in self._pending}
+        return bool(self._open) and self._open <= waiting
+
+    def _take(self) -> list[Job]:
+        jobs = sorted(self._pending, key=lambda job: job.order)
+        taken, rows = [], 0
+        for job in jobs:
+            if rows + job.n > self.max_batch and taken:
+                break
+            taken.append(job)
+            rows += job.n
+        self._pending = [job for job in self._pending if job not in taken]
+        return taken
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._closed:
+                        for job in self._pending:
+                            job.future.set_exception(BatcherClosed("the gateway closed before this request was sampled"))
+                        self._pending = []
+                        return
+                    now = time.monotonic()
+                    if self._pending and self._ready(now):
+                        break
+                    timeout = None
+                    if self._pending:
+                        timeout = max(0.0, min(job.arrived for job in self._pending) + self.window_s - now)
+                    self._cond.wait(timeout)
+                jobs = self._take()
+                self._flushes += 1
+                flush, sessions_open = self._flushes, len(self._open)
+            self._flush(jobs, flush, sessions_open)
+
+    def _flush(self, jobs: list[Job], flush: int, sessions_open: int) -> None:
+        groups: dict[SamplingParams, list[Job]] = {}
+        for job in jobs:
+            key = dataclasses.replace(job.params, max_new_tokens=1) if self._takes_budgets else job.params
+            groups.setdefault(key, []).append(job)
+        for index, group in enumerate(groups.values()):
+            self._call(group, flush, index, sessions_open)
+
+    def _call(self, group: list[Job], flush: int, index: int, sessions_open: int) -> None:
+        prompts = [job.prompt_ids for job in group for _ in range(job.n)]
+        budgets = [job.params.max_new_tokens for job in group for _ in range(job.n)]
+        params = dataclasses.replace(group[0].params, max_new_tokens=max(budgets))
+        seed = (group[0].seed_base * SEED_STRIDE + flush * 7919 + index) % (2**63)
+        kwargs = {"budgets": budgets} if self._takes_budgets and len(set(budgets)) > 1 else {}
+        start = time.perf_counter()
+        failure: str | None = None
+        try:
+            generations = self.engine.generate(prompts, params, seed=seed, **kwargs)
+            if not isinstance(generations, list) or len(generations) != len(prompts) or not all(
+                isinstance(g, Generation) and g.token_ids for g in generations
+            ):
+                raise EngineFailure(f"the engine returned {type(generations).__name__} of "
+                                    f"{len(generations) if hasattr(generations, '__len__') else '?'} generations "
+                                    f"for {len(prompts)} prompts (each needs at least one token)")
+        except Exception as err:  # any engine failure answers every request of the call
+            failure = f"{type(err).__name__}: {err}"
+        seconds = time.perf_counter() - start
+        fill = len(prompts) / sessions_open if sessions_open else None
+        with self._cond:
+            self.engine_calls += 1
+            self.rows += len(prompts)
+            self.engine_seconds += seconds
+            if fill is not None:
+                self._fill_sum += fill
+                self._fill_count += 1
+            self.calls.append(CallStats(flush, len(prompts), sessions_open, fill, seconds, failure is not None))
+        row = 0
+        for job in group:
+            if failure is not None:
+                job.future.set_exception(EngineFailure(failure))
+            else:
+                job.future.set_result(generations[row: row + job.n])
+            row += job.n
+
+
+def _accepts(fn: Any, name: str) -> bool:
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False

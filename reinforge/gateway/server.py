@@ -1,0 +1,513 @@
+"""An OpenAI-compatible HTTP endpoint backed by a reinforge Engine, with per-episode sessions.
+
+    with Gateway(engine, tokenizer, model_name="policy") as gateway:
+        session = gateway.open_session("g0-e0", sampling=params, seed=7, max_calls=4, max_n=8)
+        # the agent: AsyncOpenAI(base_url=session.base_url, api_key=gateway.api_key)
+        session.finish()
+        parts = session.parts()   # token-exact TrajectoryParts (reinforge.gateway.recorder)
+
+The server (FastAPI on uvicorn) runs in a daemon thread of this process, on a socket bound to
+127.0.0.1 port 0 (a free port; never another interface), and every route needs the run's API key
+(`Authorization: Bearer <key>`, a fresh `secrets.token_urlsafe` per Gateway). Routes:
+`/v1/models` and `/v1/chat/completions` on the plain `base_url` (requests are served with the
+request's own sampling settings and nothing is recorded), and the same under each session's
+`/sessions/<key>/v1`, where every call is recorded by the session's EpisodeRecorder and the
+session's SamplingParams win over the request's temperature / top_p / top_k (each override is
+counted in `session.overridden_params`; max_tokens is capped by the session's max_new_tokens).
+
+Requests are rendered with the tokenizer's chat template, batched into engine calls by the
+Batcher (reinforge.gateway.batcher: its docstring gives the flush rule) and answered with the
+sampled text, parsed into `tool_calls` in the model's call format. What the gateway cannot serve
+gets an OpenAI-style error, never a hang: unknown model (404), unknown session (404), `n` over
+the session's max_n, calls over max_calls, a prompt that leaves no room in the context
+(`context_length_exceeded`), unsupported options (400), an engine that raises (500). Errors on a
+session are recorded in `session.errors`.
+
+`close()` (or leaving the `with`) stops the batcher and the server, joins their threads and
+closes the socket; it is idempotent and also registered with `atexit` as a fallback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import http.client
+import secrets
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from jinja2 import TemplateError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from transformers import PreTrainedTokenizerBase
+
+from reinforge.engines.base import Generation, SamplingParams
+from reinforge.envs.chat_format import ChatFormatError
+from reinforge.envs.tools.calls import PARSERS
+from reinforge.gateway.batcher import Batcher, BatcherClosed, EngineFailure, Job
+from reinforge.gateway.recorder import EpisodeRecorder, Plan, Sample, TrajectoryPart
+from reinforge.gateway.tool_calls import (
+    RequestTools, parse_completion, template_message, template_renders_tool_calls, template_tools,
+)
+from reinforge.gateway.wire import (
+    AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, ChoiceLogprobs, GatewayError, Message,
+    ModelCard, ModelList, TokenLogprob, Usage, check_supported, parse_request,
+)
+
+START_TIMEOUT_S = 30.0
+PLAIN_SEED = 0
+
+
+@dataclass
+class _Choice:
+    kept_ids: list[int]  # what the trajectory keeps (cut after the token completing a stop string)
+    logprobs: list[float]
+    content_ids: list[int]  # kept ids without a final stop token: what the content was decoded from
+    content: str
+    finish_reason: str
+
+
+@dataclass
+class GatewaySession:
+    """One agent episode's endpoint and records. Made by `Gateway.open_session`."""
+
+    key: str
+    base_url: str
+    sampling: SamplingParams
+    seed: int
+    max_calls: int
+    max_n: int
+    policy_version: int | None
+    recorder: EpisodeRecorder
+    order: int
+    _gateway: "Gateway" = field(repr=False)
+    calls: int = 0
+    overridden_params: int = 0
+    malformed_tool_calls: int = 0
+    errors: list[str] = field(default_factory=list)
+    finished: bool = False
+
+    @property
+    def splits(self) -> int:
+        return self.recorder.splits
+
+    @property
+    def branches(self) -> int:
+        return self.recorder.branches
+
+    def finish(self) -> None:
+        """The agent is done: the batcher stops waiting for this session; later requests get 404."""
+        if not self.finished:
+            self.finished = True
+            self._gateway._finish(self)
+
+    def parts(self) -> list[TrajectoryPart]:
+        """The episode's token-exact trajectory parts, in the order their chains began."""
+        with self._gateway._lock:
+            return self.recorder.parts()
+
+
+class Gateway:
+    """OpenAI-compatible server over `engine` (see the module docstring)."""
+
+    def __init__(
+        self,
+        engine: Any,
+        tokenizer: PreTrainedTokenizerBase,
+        model_name: str = "policy",
+        tool_format: str = "compact",
+        max_new_tokens: int = 64,
+        max_context_tokens: int | None = None,
+        window_s: float = 0.02,
+        max_batch: int = 256,
+        port: int = 0,
+    ):
+        if tool_format not in PARSERS:
+            raise ValueError(f"unknown tool_format {tool_format!r}; known formats: {', '.join(sorted(PARSERS))}")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        self.engine, self.tokenizer, self.model_name = engine, tokenizer, model_name
+        self.tool_format, self.max_new_tokens = tool_format, max_new_tokens
+        self.max_context_tokens = max_context_tokens if max_context_tokens is not None else _engine_context(engine)
+        self.window_s, self.max_batch, self.requested_port = window_s, max_batch, port
+        self.api_key = secrets.token_urlsafe(32)
+        self._plain = EpisodeRecorder(tokenizer)  # only its template cache: plain requests are not recorded
+        self._inline_calls = not template_renders_tool_calls(self._plain.chat(None).template)
+        self._stop_ids = tuple(dict.fromkeys(i for i in (self._plain.chat(None).end_of_turn_id, tokenizer.eos_token_id)
+                                             if i is not None))
+        self._lock = threading.Lock()  # sessions and their recorders (the event loop vs the caller's thread)
+        self._sessions: dict[str, GatewaySession] = {}
+        self._opened = 0
+        self._counts = {"requests": 0, "errors": 0, "malformed_tool_calls": 0}
+        self._batcher: Batcher | None = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self.port: int | None = None
+        self._closed = False
+        self.app = self._build_app()
+
+    # --- lifecycle ------------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the gateway is not started: use `with Gateway(...) as gateway` or call start()")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> "Gateway":
+        """Bind 127.0.0.1 on a free port, serve from a daemon thread, return once it answers."""
+        if self._closed:
+            raise RuntimeError("a closed Gateway cannot start again; make a new one")
+        if self._thread is not None:
+            return self
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind(("127.0.0.1", self.requested_port))  # loopback only, by design
+        except OSError as err:
+            sock.close()
+            raise RuntimeError(f"cannot bind 127.0.0.1:{self.requested_port} ({err}); pick another port "
+                               "or 0 for a free one") from None
+        self._socket = sock
+        self._batcher = Batcher(self.engine, self.window_s, self.max_batch)
+        self.port = self._socket.getsockname()[1]
+        config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=2, timeout_keep_alive=5)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
+                                        name=f"reinforge-gateway-{self.port}", daemon=True)
+        atexit.register(self.close)
+        self._thread.start()
+        try:
+            self._wait_until_serving()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _wait_until_serving(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if not self._thread.is_alive():
+                raise RuntimeError("the gateway's server thread exited during start-up (see the log above)")
+            if self._server.started:
+                # stdlib HTTP: an httpx client costs ~0.1 s to make (its SSL context), this costs nothing
+                connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5.0)
+                try:
+                    connection.request("GET", "/v1/models", headers={"Authorization": f"Bearer {self.api_key}"})
+                    reply = connection.getresponse()
+                    status, text = reply.status, reply.read().decode(errors="replace")
+                finally:
+                    connection.close()
+                if status == 200:
+                    return
+                raise RuntimeError(f"the gateway answered its start-up check with HTTP {status}: {text}")
+            time.sleep(0.005)
+        raise RuntimeError(f"the gateway did not start serving within {START_TIMEOUT_S:.0f} s")
+
+    def close(self) -> None:
+        """Stop serving: pending requests fail, the threads are joined, the port is closed. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        if self._batcher is not None:
+            self._batcher.close()
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(10.0)
+        if self._socket is not None:
+            self._socket.close()
+
+    def __enter__(self) -> "Gateway":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        """The gateway's own threads (server, engine worker), for checks that none is left."""
+        threads = [self._thread, self._batcher._thread if self._batcher else None]
+        return [t for t in threads if t is not None]
+
+    # --- sessions -------------------------------------------------------------------------------
+    def open_session(self, key: str, sampling: SamplingParams, seed: int = 0, max_calls: int = 16, max_n: int = 1,
+                     policy_version: int | None = None) -> GatewaySession:
+        if self.port is None or self._closed:
+            raise RuntimeError("open_session needs a started gateway (inside `with Gateway(...)`)")
+        if not isinstance(key, str) or not key or "/" in key or key != key.strip():
+            raise ValueError(f"session key must be a non-empty string without '/' or surrounding spaces, got {key!r}")
+        if max_calls < 1 or max_n < 1:
+            raise ValueError(f"max_calls and max_n must be >= 1, got {max_calls} and {max_n}")
+        if max_n > self.max_batch:
+            raise ValueError(f"max_n={max_n} is more than the gateway's max_batch={self.max_batch}")
+        with self._lock:
+            if key in self._sessions:
+                raise ValueError(f"a session with key {key!r} is already open; finish it first or use another key")
+            self._opened += 1
+            session = GatewaySession(
+                key=key, base_url=f"http://127.0.0.1:{self.port}/sessions/{key}/v1", sampling=sampling, seed=seed,
+                max_calls=max_calls, max_n=max_n, policy_version=policy_version,
+                recorder=EpisodeRecorder(self.tokenizer), order=self._opened, _gateway=self,
+            )
+            self._sessions[key] = session
+        self._batcher.open_session(key)
+        return session
+
+    def _finish(self, session: GatewaySession) -> None:
+        with self._lock:
+            if self._sessions.get(session.key) is session:
+                del self._sessions[session.key]
+        if self._batcher is not None:
+            self._batcher.finish_session(session.key)
+
+    def stats(self) -> dict:
+        out = dict(self._batcher.stats()) if self._batcher else {"engine_calls": 0, "rows": 0, "mean_batch_fill": None}
+        with self._lock:
+            out.update(self._counts)
+            out["open_sessions"] = len(self._sessions)
+        return out
+
+    # --- HTTP -----------------------------------------------------------------------------------
+    def _build_app(self) -> FastAPI:
+        app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+
+        @app.exception_handler(GatewayError)
+        async def _gateway_error(request: Request, err: GatewayError) -> JSONResponse:
+            return JSONResponse(err.body(), status_code=err.status)
+
+        @app.exception_handler(StarletteHTTPException)
+        async def _http_error(request: Request, err: StarletteHTTPException) -> JSONResponse:
+            error = GatewayError(err.status_code, f"{request.method} {request.url.path}: {err.detail}",
+                                 code="not_found" if err.status_code == 404 else None)
+            return JSONResponse(error.body(), status_code=err.status_code)
+
+        @app.get("/v1/models")
+        async def models(request: Request) -> dict:
+            self._authorize(request)
+            return self._models()
+
+        @app.get("/v1/models/{model:path}")
+        async def model(request: Request, model: str) -> dict:
+            self._authorize(request)
+            self._check_model(model)
+            return self._models()["data"][0]
+
+        @app.post("/v1/chat/completions")
+        async def completions(request: Request) -> dict:
+            self._authorize(request)
+            return await self._serve(request, None)
+
+        @app.get("/sessions/{key}/v1/models")
+        async def session_models(request: Request, key: str) -> dict:
+            self._authorize(request)
+            self._session(key)
+            return self._models()
+
+        @app.post("/sessions/{key}/v1/chat/completions")
+        async def session_completions(request: Request, key: str) -> dict:
+            self._authorize(request)
+            return await self._serve(request, self._session(key))
+
+        return app
+
+    def _authorize(self, request: Request) -> None:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip().encode(), self.api_key.encode()):
+            raise GatewayError(401, "missing or wrong API key: send the gateway's key as 'Authorization: Bearer <key>' "
+                                    "(the api_key of the OpenAI client)", type="invalid_request_error",
+                               code="invalid_api_key")
+
+    def _models(self) -> dict:
+        return ModelList(data=[ModelCard(id=self.model_name, created=0)]).model_dump()
+
+    def _check_model(self, name: str) -> None:
+        if name != self.model_name:
+            raise GatewayError(404, f"the model {name!r} does not exist; this gateway serves {self.model_name!r}",
+                               param="model", code="model_not_found")
+
+    def _session(self, key: str) -> GatewaySession:
+        with self._lock:
+            session = self._sessions.get(key)
+        if session is None:
+            raise GatewayError(404, f"unknown session {key!r}: it was never opened or has finished",
+                               code="session_not_found")
+        return session
+
+    async def _serve(self, request: Request, session: GatewaySession | None) -> dict:
+        with self._lock:
+            self._counts["requests"] += 1
+        try:
+            try:
+                body = await request.json()
+            except ValueError:
+                raise GatewayError(400, "the request body is not JSON") from None
+            return await self._complete(parse_request(body), session)
+        except GatewayError as err:
+            self._count_error(session, f"{err.status} {err.code or err.type}: {err.message}")
+            raise
+        except Exception as err:  # a bug or a failing tokenizer: an OpenAI-style 500, counted, never a hang
+            self._count_error(session, f"500 {type(err).__name__}: {err}")
+            raise GatewayError(500, f"internal error: {type(err).__name__}: {err}", type="server_error") from err
+
+    def _count_error(self, session: GatewaySession | None, text: str) -> None:
+        with self._lock:
+            self._counts["errors"] += 1
+            if session is not None:
+                session.errors.append(text)
+
+    async def _complete(self, req: ChatCompletionRequest, session: GatewaySession | None) -> dict:
+        check_supported(req)
+        self._check_model(req.model)
+        max_n = session.max_n if session is not None else self.max_batch
+        if req.n > max_n:
+            where = f"this session's max_n ({max_n}, the run's group size)" if session else f"max_batch ({max_n})"
+            raise GatewayError(400, f"n={req.n} is more than {where}", param="n", code="n_too_large")
+        tools = RequestTools(req.tools)
+        schemas = template_tools(req.tools)
+        messages = [template_message(m, self.tool_format, tools, self._inline_calls) for m in req.messages]
+        raw_messages = [m.model_dump(exclude_none=True) for m in req.messages]
+
+        with self._lock:
+            if session is not None and session.calls >= session.max_calls:
+                raise GatewayError(400, f"this episode may make at most {session.max_calls} model calls "
+                                        f"(max_calls); call {session.calls + 1} was refused",
+                                   code="max_calls_exceeded")
+            plan = self._plan(session, messages, schemas, raw_messages)
+            try:
+                prompt = plan.prompt_ids if plan is not None else self._plain.chat(schemas).encode(
+                    self._plain.chat(schemas).render(messages, add_generation_prompt=True))
+                budget = self._budget(req, session, len(prompt))
+            except BaseException:
+                if plan is not None:
+                    session.recorder.release(plan)
+                raise
+            if session is not None:
+                session.calls += 1
+        params = self._params(req, session, budget)
+        job = Job(prompt_ids=prompt, n=req.n, params=params,
+                  order=(session.order, session.calls) if session else (float("inf"), time.monotonic()),
+                  session_key=session.key if session else None,
+                  seed_base=session.seed if session else (req.seed if req.seed is not None else PLAIN_SEED))
+        try:
+            generations: list[Generation] = await asyncio.wrap_future(self._batcher.submit(job))
+            choices = [self._choice(g, req) for g in generations]
+            parsed = [parse_completion(c.content, self.tool_format, tools, parse_calls=req.tool_choice != "none")
+                      for c in choices]
+        except BaseException as err:
+            if plan is not None:
+                with self._lock:
+                    session.recorder.release(plan)
+            if isinstance(err, EngineFailure):
+                raise GatewayError(500, f"the engine failed on this request's batch: {err}", type="server_error",
+                                   code="engine_error") from None
+            if isinstance(err, BatcherClosed):
+                raise GatewayError(500, f"{err}", type="server_error", code="gateway_closed") from None
+            raise
+
+        out_choices, samples, malformed = [], [], 0
+        for index, (gen, choice, p) in enumerate(zip(generations, choices, parsed)):
+            malformed += bool(p.malformed)
+            finish = "tool_calls" if p.tool_calls else choice.finish_reason
+            message = AssistantMessage(content=p.content, tool_calls=p.tool_calls or None)
+            logprobs = self._logprobs(choice) if req.logprobs else None
+            out_choices.append(Choice(index=index, message=message, finish_reason=finish, logprobs=logprobs))
+            raw = message.model_dump(exclude_none=True)
+            samples.append(Sample(
+                token_ids=choice.kept_ids, logprobs=choice.logprobs, finish_reason=finish,
+                policy_version=gen.policy_version,
+                response=template_message(Message.model_validate(raw), self.tool_format, tools, self._inline_calls),
+                response_raw=raw,
+            ))
+        with self._lock:
+            self._counts["malformed_tool_calls"] += malformed
+            if session is not None:
+                session.malformed_tool_calls += malformed
+                session.recorder.record(plan, samples)
+        completion_tokens = sum(len(c.kept_ids) for c in choices)
+        return ChatCompletion(
+            id="chatcmpl-" + uuid.uuid4().hex, created=int(time.time()), model=self.model_name, choices=out_choices,
+            usage=Usage(prompt_tokens=len(prompt), completion_tokens=completion_tokens,
+                        total_tokens=len(prompt) + completion_tokens),
+        ).model_dump(exclude_none=True)
+
+    def _plan(self, session: GatewaySession | None, messages: list[dict], schemas: list[dict] | None,
+              raw_messages: list[dict]) -> Plan | None:
+        try:
+            if session is None:
+                return None
+            return session.recorder.plan(messages, schemas, raw_messages)
+        except (TemplateError, ChatFormatError) as err:
+            raise GatewayError(400, f"the chat template cannot render these messages: {err}", param="messages",
+                               code="template_error") from None
+
+    def _budget(self, req: ChatCompletionRequest, session: GatewaySession | None, prompt_length: int) -> int:
+        """New tokens this request may sample: its max_tokens, capped by the gateway, the session and the context."""
+        budget = min(req.requested_max_tokens() or self.max_new_tokens, self.max_new_tokens)
+        if session is not None:
+            budget = min(budget, session.sampling.max_new_tokens)
+        if self.max_context_tokens is not None:
+            room = self.max_context_tokens - prompt_length
+            if room < 1:
+                raise GatewayError(400, f"the prompt is {prompt_length} tokens; this model's context is "
+                                        f"{self.max_context_tokens} tokens, which leaves no room for a completion",
+                                   param="messages", code="context_length_exceeded")
+            budget = min(budget, room)
+        return budget
+
+    def _params(self, req: ChatCompletionRequest, session: GatewaySession | None, budget: int) -> SamplingParams:
+        if session is None:
+            return SamplingParams(max_new_tokens=budget,
+                                  temperature=1.0 if req.temperature is None else req.temperature,
+                                  top_p=1.0 if req.top_p is None else req.top_p,
+                                  top_k=0 if req.top_k is None else req.top_k, stop_token_ids=self._stop_ids)
+        run = session.sampling
+        overridden = sum(asked is not None and asked != used for asked, used in (
+            (req.temperature, run.temperature), (req.top_p, run.top_p), (req.top_k, run.top_k)))
+        if overridden:
+            with self._lock:
+                session.overridden_params += overridden
+        stops = tuple(dict.fromkeys([*run.stop_token_ids, *self._stop_ids]))
+        return SamplingParams(max_new_tokens=budget, temperature=run.temperature, top_p=run.top_p, top_k=run.top_k,
+                              stop_token_ids=stops)
+
+    def _choice(self, gen: Generation, req: ChatCompletionRequest) -> _Choice:
+        ids, logprobs = list(gen.token_ids), list(gen.logprobs)
+        finish = "stop" if gen.finish_reason == "stop" else "length"
+        ended = finish == "stop" and ids and ids[-1] in self._stop_ids
+        content_ids = ids[:-1] if ended else ids
+        text = self._decode(content_ids)
+        stops = req.stop_strings()
+        if stops and any(s in text for s in stops):
+            for end in range(1, len(content_ids) + 1):
+                prefix = self._decode(content_ids[:end])
+                hits = [prefix.find(s) for s in stops if s in prefix]
+                if hits:
+                    # Keep the tokens through the one that completes the stop text: they were sampled.
+                    return _Choice(ids[:end], logprobs[:end], content_ids[:end], prefix[: min(hits)], "stop")
+        return _Choice(ids, logprobs, content_ids, text, finish)
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def _logprobs(self, choice: _Choice) -> ChoiceLogprobs:
+        entries = []
+        for token_id, logprob in zip(choice.content_ids, choice.logprobs):
+            token = self.tokenizer.decode([token_id])
+            entries.append(TokenLogprob(token=token, logprob=logprob, bytes=list(token.encode("utf-8"))))
+        return ChoiceLogprobs(content=entries)
+
+
+def _engine_context(engine: Any) -> int | None:
+    """The model's context length when the engine exposes its model (TorchEngine does); else None."""
+    config = getattr(getattr(engine, "model", None), "config", None)
+    value = getattr(config, "max_position_embeddings", None)
+    return int(value) if isinstance(value, int) and value > 0 else None
