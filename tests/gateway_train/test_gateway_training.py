@@ -15,13 +15,13 @@ import socket
 import threading
 from pathlib import Path
 
-import torch
+import pytest
 
 from float_bounds import assert_within, logit_bound
-from reinforge.config import load_config
+import reinforge
+from reinforge.config import ConfigError
 from reinforge.gateway import agent_runner
 from reinforge.learner.batch import collate
-from reinforge.run.pipeline import run_training
 from reinforge.trainer import rl_loop
 
 HERE = Path(__file__).parent
@@ -30,7 +30,7 @@ MICRO = [
     "model.preset=nano", "task.source=arithmetic", "task.params={op: '*', digits: 3, digits_b: 2, tool_traces: 0.5}",
     "task.train_size=64", "task.eval_size=4", "sft.steps=20", "sft.batch_size=8", "rollout.prompts_per_step=2",
     "rollout.group_size=4", "rollout.max_new_tokens=12", "trainer.steps=1", "eval.every=1", "eval.samples=1",
-    "rollout.prompt_format=chat", "env.type=gateway", f"env.agent={HERE / 'agents.py'}:flaky", f"env.agent_tools={EXAMPLE}:TOOLS", "env.max_turns=3",
+    "rollout.prompt_format=chat", f"env.agent_tools={EXAMPLE}:TOOLS", "env.max_turns=3",
     "env.agent_timeout_s=2",
     "env.params={fail_at: 9}",  # the step-0 evaluation runs episodes 1-8 (4 greedy, 4 sampled); step 1's first two fail "trainer.checkpoint_every=0", "telemetry.progress=false", "telemetry.tensorboard=false",
     "reward.components=[{name: correct, fn: verifier, weight: 1.0}]", "reward.isolation=thread",
@@ -63,11 +63,14 @@ def test_rl_through_the_gateway_is_token_exact_counts_failures_and_leaves_nothin
 
     monkeypatch.setattr(agent_runner.AgentRunner, "start", record_pid)
     monkeypatch.setattr(rl_loop, "prepare_batch", check_tokens)
-    cfg = load_config("default", [*MICRO, f"trainer.output_dir={tmp_path / 'run'}"])
-    outcome = run_training(cfg)
+    from agents import flaky
+
+    outcome = reinforge.train("default", MICRO, agent=flaky, output_dir=tmp_path / "run")  # the Python API
+    assert outcome.config.env.type == "gateway" and outcome.config.env.agent.endswith("flaky")
 
     steps = [json.loads(line) for line in (outcome.run_dir / "metrics.jsonl").read_text().splitlines()]
     rl = [s for s in steps if s["stage"] == "rl"]
+    assert len(outcome.steps) == len(rl) == 1
     assert len(rl) == 1 and gaps, "one RL step, trained on token-exact trajectories"
     step = rl[0]
     # 8 episodes; one raised, one hung: counted, and left out of the loss (their group keeps 2 episodes)
@@ -87,6 +90,13 @@ def test_rl_through_the_gateway_is_token_exact_counts_failures_and_leaves_nothin
     assert gateways and all(port_closed(int(g.base_url.rsplit(":", 1)[1].split("/")[0])) for g in gateways if _started(g))
     lingering = [t for t in set(threading.enumerate()) - threads_before if t.is_alive() and not t.daemon]
     assert not lingering, lingering
+    assert not any(t.is_alive() for g in gateways for t in getattr(g, "threads", []))  # the gateway's own (server, engine worker)
+
+
+def test_an_agent_from_python_that_cannot_reach_the_agent_process_is_refused_before_compute(tmp_path):
+    with pytest.raises(ConfigError, match="env.agent: .*cannot be sent to the agent process"):
+        reinforge.train("default", MICRO, agent=lambda task, client: "1", output_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
 
 
 def _started(gateway) -> bool:
