@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.base import Env
 from reinforge.rewards.scorer import RewardScorer
+from reinforge.rollout.episode_parts import agent_failed
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
@@ -36,7 +37,8 @@ def informative_groups(trajectories: list[Trajectory]) -> list[list[Trajectory]]
     groups: dict[int, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
         groups[t.group_id].append(t)
-    return [g for g in groups.values() if len({t.reward for t in g}) > 1]
+    # An agent episode without a result has no reward (it leaves the loss): it tells nothing apart.
+    return [g for g in groups.values() if len({t.reward for t in g if not agent_failed(t)}) > 1]
 
 
 def count_groups(trajectories: list[Trajectory]) -> int:

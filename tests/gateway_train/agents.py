@@ -67,3 +67,11 @@ async def no_calls(task, client):
 
 def not_an_agent(task):
     return None
+
+
+async def slow_echo(task, client):
+    """One model call, then a pause: a run is still inside its first rollout when it is stopped."""
+    model = (await client.models.list()).data[0].id
+    await client.chat.completions.create(model=model, messages=[{"role": "user", "content": task.prompt}])
+    await asyncio.sleep(1.0)
+    return "1"
