@@ -11,12 +11,14 @@ run's gateway, must raise held-out greedy accuracy by at least 15 points over th
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from reinforge.config import load_config
 from reinforge.run.pipeline import run_training
 
+RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "gateway-agent.yaml"  # names ../examples/gateway_agent/agent.py
 SHRUNK = [
     "task.train_size=4000", "task.eval_size=100", "task.params={op: '*', digits: 3, digits_b: 2, tool_traces: 0.4}",
     "sft.steps=400", "sft.batch_size=32", "rollout.prompts_per_step=16", "trainer.steps=15", "eval.every=15",
@@ -27,7 +29,7 @@ SHRUNK = [
 
 @pytest.mark.slow
 def test_rl_through_the_gateway_teaches_the_agent_to_call_its_calculator(tmp_path):
-    cfg = load_config("gateway-agent", [*SHRUNK, f"trainer.output_dir={tmp_path / 'run'}"])
+    cfg = load_config(str(RECIPE), [*SHRUNK, f"trainer.output_dir={tmp_path / 'run'}"])
     outcome = run_training(cfg)
 
     assert outcome.accuracy_after >= outcome.accuracy_before + 0.15, (outcome.accuracy_before, outcome.accuracy_after)
