@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import json
 import operator
+import warnings
 
 CALCULATOR = {
     "type": "function",
@@ -52,7 +53,10 @@ def calculate(expression: str) -> str:
         raise ValueError(f"not arithmetic: {ast.dump(node)[:60]}")
 
     try:
-        result = value(ast.parse(expression.strip(), mode="eval").body)
+        with warnings.catch_warnings():  # "123x" parses with a SyntaxWarning before it fails: not worth a line on stderr
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(expression.strip(), mode="eval")
+        result = value(tree.body)
     except (SyntaxError, ZeroDivisionError) as err:
         raise ValueError(str(err)) from None
     if isinstance(result, float) and result.is_integer():
