@@ -131,7 +131,9 @@ class GatewayEnv:
         self.agent_tools = agent_tools or None
         self.chat = ChatFormat(tokenizer, tools=self.agent_tools)
         self.stop_token_ids = tuple(dict.fromkeys([self.chat.end_of_turn_id, tokenizer.eos_token_id]))
-        self._demo_tools = schema_registry(self.agent_tools)
+        # The agent's tools by name (nothing runs here): demonstrations are written with it, and its
+        # presence makes the loop report tool rates (tool_call_rate, valid_call_rate), as for the tool env.
+        self.registry = schema_registry(self.agent_tools)
         self._gateway_factory = gateway_factory
         self._gateways: dict[int, Any] = {}  # id(engine) -> its gateway (an async schedule samples with another engine)
         self._runner: AgentRunner | None = None
@@ -155,7 +157,7 @@ class GatewayEnv:
             arguments = function.get("arguments", {})
             if isinstance(arguments, str):
                 arguments = json.loads(arguments)
-            calls.append(format_call(ToolCall(function["name"], arguments), self.tool_format, self._demo_tools))
+            calls.append(format_call(ToolCall(function["name"], arguments), self.tool_format, self.registry))
         return "".join([str(message.get("content") or ""), *calls])
 
     def demonstration_turns(self, task: Task) -> list[str]:
@@ -244,7 +246,11 @@ class GatewayEnv:
         text = result_text(outcome.result) if outcome.ok else ""
         finish_default = "stop" if outcome.ok else AGENT_ERROR
         messages = parts[-1].messages if parts else []
-        stats["tool_calls"] = sum(len(m.get("tool_calls") or []) for p in parts for m in p.messages if m.get("role") == "assistant")
+        # Tool calls the model wrote: parsed into OpenAI tool_calls (valid), or malformed (the gateway
+        # returned them as text). What the agent's own tools then did is the agent's business.
+        valid = sum(len(m.get("tool_calls") or []) for p in parts for m in p.messages if m.get("role") == "assistant")
+        malformed = int(getattr(session, "malformed_tool_calls", 0) or 0)
+        stats.update(tool_calls=valid + malformed, valid_calls=valid, tool_errors=malformed)
         transcript = [transcript_entry(m) for m in messages]
         if not parts:  # the agent never called the model: nothing to train, its result still counts in the group
             prompt = self.prompt_ids(task)

@@ -33,8 +33,8 @@ def test_rl_through_the_gateway_teaches_the_agent_to_call_its_calculator(tmp_pat
     outcome = run_training(cfg)
 
     assert outcome.accuracy_after >= outcome.accuracy_before + 0.15, (outcome.accuracy_before, outcome.accuracy_after)
+    before, after = outcome.rl.evals[0], outcome.rl.evals[-1]
+    assert after["tool_call_rate"] >= before["tool_call_rate"] + 0.15, (before["tool_call_rate"], after["tool_call_rate"])
+    # the agent only appends to its history: every episode stays one token-exact trajectory
     steps = [json.loads(line) for line in (outcome.run_dir / "metrics.jsonl").read_text().splitlines()]
-    rl = [s for s in steps if s["stage"] == "rl"]
-    # the agent called the calculator more as RL went on, and its episodes stayed whole (append-only history)
-    assert rl[-1]["env/tool_calls"] > rl[0]["env/tool_calls"]
-    assert all(s["env/splits"] == 0 and s["agent_dropped"] == 0 for s in rl)
+    assert all(s["env/splits"] == 0 for s in steps if s["stage"] == "rl")

@@ -38,7 +38,8 @@ def test_a_split_episode_becomes_pieces_that_share_its_result(tokenizer):
     assert out[1].token_ids == [1, 7, 8, 9] and out[1].behaviour_logprobs == [0.0, -0.5, 0.0, -0.5] and out[0].policy_version == 3
     lead = out[0]
     assert lead.stats["model_calls"] == 2 and lead.stats["splits"] == 1 and lead.stats["pieces"] == 2
-    assert lead.stats["tool_calls"] == 1 and lead.stats["gateway_errors"] == 1 and out[1].stats == {}
+    assert lead.stats["tool_calls"] == lead.stats["valid_calls"] == 1 and lead.stats["tool_errors"] == 0
+    assert lead.stats["gateway_errors"] == 1 and out[1].stats == {}
     assert [t["role"] for t in lead.transcript] == ["user", "policy", "tool", "policy"]
     assert "[tool call] calculator" in lead.transcript[1]["text"] and lead.transcript[2]["message"]["tool_call_id"] == "c"
     assert lead.errors == ["gateway: max_calls"]
