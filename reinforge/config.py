@@ -140,7 +140,7 @@ class EnvConfig(Section):
 
     type: str = Field(
         "single_turn",
-        description="single_turn: one response per task; tool: multi-turn episodes with tool calls (chat format); game: multi-player text games (task.source=game, docs/games.md); or your own env class by import path ('pkg.module:MyEnv', './env.py:MyEnv'; docs/extending.md), or a gym / GEM, SkyRL, TRL or verifiers env by import path (docs/adapters.md).",
+        description="single_turn: one response per task; tool: multi-turn episodes with tool calls (chat format); game: multi-player text games (task.source=game, docs/games.md); gateway: your agent program written against the OpenAI client (env.agent; docs/gateway.md); or your own env class by import path ('pkg.module:MyEnv', './env.py:MyEnv'; docs/extending.md), or a gym / GEM, SkyRL, TRL or verifiers env by import path (docs/adapters.md).",
     )
     params: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of your own env class (env.type given by import path).")
     tools: list[str] = Field(
@@ -153,7 +153,7 @@ class EnvConfig(Section):
     tool_format: Literal["compact", "hermes"] = Field(
         "compact", description="Tool-call syntax: compact <<name: args>> (easy for tiny models) or hermes <tool_call>{json}</tool_call>."
     )
-    max_turns: int = Field(4, gt=0, description="Policy turns per episode (finish reason: max_turns).")
+    max_turns: int = Field(4, gt=0, description="Policy turns per episode (finish reason: max_turns); env.type=gateway: model calls per agent episode.")
     max_episode_tokens: int | None = Field(
         None, gt=0, description="Cap on an episode's whole token sequence (finish reason: max_tokens); default: the model's context."
     )
@@ -163,6 +163,21 @@ class EnvConfig(Section):
     )
     valid_call_reward: float = Field(0.0, description="Per-turn reward for a tool call that ran without error (a process reward).")
     workers: int = Field(8, gt=0, description="Threads stepping episodes (running tools) at once.")
+    agent: str | None = Field(
+        None,
+        description="env.type=gateway: your agent, `async def agent(task, client, **env.params) -> result` (or a plain function), by import path ('my_pkg.agent:solve'); it runs in a separate process with an openai client pointed at the run's gateway (docs/gateway.md).",
+    )
+    agent_tools: str | None = Field(
+        None,
+        description="env.type=gateway: import path of the agent's list of OpenAI tool schemas, used only to lay out warm-up demonstrations and budget checks the way the agent's first request renders (the chat template is given these tools).",
+    )
+    agent_timeout_s: float = Field(
+        60.0, gt=0, description="env.type=gateway: wall-clock limit of one agent episode; past it the episode fails (counted, left out of the loss)."
+    )
+    agent_concurrency: int = Field(256, gt=0, description="env.type=gateway: agent episodes running at once in the agent process.")
+    gateway_window_ms: float = Field(
+        20.0, gt=0, description="env.type=gateway: model requests arriving within this window share one batched engine call."
+    )
 
 
 class AlgoConfig(Section):

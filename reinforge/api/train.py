@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from reinforge.api.config import Overrides, config_with, load_config, override_items
+from reinforge.api.objects import config_name
 from reinforge.api.parts import part_values
 from reinforge.api.workers import check_in_memory_parts, refuse_nested_run, training_guard
 from reinforge.config import Config, ConfigError
@@ -53,6 +54,7 @@ def train(
     reward_fns: Sequence[Any] | None = None,
     env: Any = None,
     env_params: Mapping[str, Any] | None = None,
+    agent: Any = None,
     tasks: Any = None,
     tools: Sequence[Any] | None = None,
     advantage: Any = None,
@@ -74,6 +76,9 @@ def train(
                 (name, fn, weight, params) tuple, or a dict like a config component
     env         env.type: an Env class (built as cls(tokenizer, **env_params)) or an
                 adapter-shaped env; `env_params` become env.params
+    agent       env.agent with env.type=gateway: an agent program, `async def agent(task, client,
+                **env_params) -> result` using the openai client (docs/gateway.md); it runs in a
+                separate process, so it must be importable or picklable
     tasks       task.source: a list of Task (held out as a JSONL file is), a TaskSplits, or a
                 source function load(cfg, seed) / an object with load() and check()
     tools       env.tools: built-in tool names, Tools or typed, docstringed functions (env.type=tool)
@@ -89,6 +94,10 @@ def train(
     """
     refuse_nested_run()
     values = part_values(reward_fns, env, env_params, tasks, tools, advantage, policy_loss)
+    if agent is not None:
+        if env is not None:
+            raise ConfigError("pass env= (an Env) or agent= (an agent program for env.type=gateway), not both")
+        values.update({"env.type": "gateway", "env.agent": config_name(agent)})
     items = [*override_items(overrides, sections), *override_items(values)]
     if model is not None:
         items.append(f"model.path={os.fspath(model)}")

@@ -39,6 +39,16 @@ def check_in_memory_parts(cfg: Config) -> None:
             )
         if cfg.reward.isolation == "process":
             _check_sendable(key, component)
+    if cfg.env.type == "gateway" and is_in_memory(cfg.env.agent):
+        from reinforge.import_paths import load_object
+
+        problem = unpicklable(load_object(cfg.env.agent))
+        if problem is not None:
+            raise ConfigError(
+                f"env.agent: {cfg.env.agent} cannot be sent to the agent process ({problem}). Agents run in a separate "
+                "process so that a hung one can be stopped: define it at module level (a module, or your script guarded by "
+                "`if __name__ == '__main__':`)"
+            )
     if cfg.workers.learners > 1 and is_in_memory(cfg.algo.policy_loss):
         raise ConfigError(
             f"algo.policy_loss: {cfg.algo.policy_loss} exists only in this process, and the data-parallel learners "

@@ -67,3 +67,11 @@ class Env(Protocol):
     # Optional: `demonstration_turns(task) -> list[str]`, the text of each assistant turn the
     # warm-up teaches, for the budget checks before any model is built; without it they are read
     # from sft_example's trained spans.
+    #
+    # Optional: `run_groups(engine, tasks, group_size, params, seed, first_group_id,
+    # max_episode_tokens) -> list[Trajectory]`: an env that runs whole rollouts itself (the gateway
+    # env, whose episodes are agent programs calling the engine over HTTP) gets them from
+    # `rollout.episodes.rollout_groups` instead of being stepped turn by turn. It returns the
+    # episodes in task order, `group_size` per task, each episode's pieces together with its lead
+    # piece first (`Trajectory.episode_part`, rollout.episode_parts). Such an env may also have
+    # `close()`, which the pipeline calls when the run ends (its server, its processes).

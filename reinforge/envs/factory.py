@@ -1,5 +1,5 @@
-"""The environment a config asks for: single-turn, a multi-turn tool env, or the user's own env
-class by import path (envs.user_env)."""
+"""The environment a config asks for: single-turn, a multi-turn tool env, an agent program through
+the gateway (gateway.env), or the user's own env class by import path (envs.user_env)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from reinforge.envs.tool_env import ToolEnv
 from reinforge.envs.tools.builtin import build_tools
 from reinforge.envs.tools.sandbox import SandboxUnavailableError
 from reinforge.envs.tools.registry import ToolDefinitionError, ToolRegistry
+from reinforge.gateway.env_config import build_gateway_env, check_gateway_env, check_not_gateway
 from reinforge.envs.user_env import build_user_env, check_user_env
 from reinforge.import_paths import ImportPathError, is_import_path
 
-BUILTIN_ENVS = ("single_turn", "tool", "game")
+BUILTIN_ENVS = ("single_turn", "tool", "game", "gateway")
 
 
 def tool_registry(cfg: Config) -> ToolRegistry:
@@ -38,6 +39,10 @@ def check_env_config(cfg: Config) -> None:
                 "never reports; name an env by import path (a gym / SkyRL / TRL / verifiers env, or your Env class that "
                 "sets StepResult.info['env_reward']; docs/adapters.md)"
             )
+    if env.type == "gateway":
+        check_gateway_env(cfg)
+        return
+    check_not_gateway(cfg)
     if is_import_path(env.type):
         if env.tools:
             raise ConfigError(f"env.tools={env.tools} are the built-in tool env's; your env {env.type} runs its own tools")
@@ -70,6 +75,8 @@ def check_env_config(cfg: Config) -> None:
 
 
 def build_env(cfg: Config, tokenizer: PreTrainedTokenizerBase) -> Env:
+    if cfg.env.type == "gateway":
+        return build_gateway_env(cfg, tokenizer)
     if is_import_path(cfg.env.type):
         return build_user_env(cfg, tokenizer)
     if cfg.env.type == "game":

@@ -26,6 +26,7 @@ from rich.table import Table
 from reinforge.config import Config, ConfigError, dump_config
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.factory import build_env, check_env_config
+from reinforge.run.pipeline import closing_env
 from reinforge.envs.single_turn import PromptFormatError
 from reinforge.trainer.rl_loop import episode_token_budget
 from reinforge.models.loading import ModelLoadError, check_model_dir, load_model_and_tokenizer
@@ -148,7 +149,7 @@ def run_eval(
     samples = cfg.eval.samples
     max_new_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
     start = time.perf_counter()
-    with verifier_pool(cfg.reward.workers, cfg.reward.timeout_s, cfg.reward.isolation) as verify:
+    with closing_env(env), verifier_pool(cfg.reward.workers, cfg.reward.timeout_s, cfg.reward.isolation) as verify:
         metrics, records = evaluate(
             engine, env, tasks, max_new_tokens, samples, cfg.rollout.temperature, seed=cfg.trainer.seed,
             max_episode_tokens=episode_token_budget(cfg, model), verify=verify,

@@ -19,6 +19,7 @@ import numpy as np
 from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.base import Env
 from reinforge.rollout.episode_metrics import episode_metrics
+from reinforge.rollout.episode_parts import agent_failed
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.tasks.task import Task
 from reinforge.evals.eval_metrics import per_task_scores, record_family
@@ -90,6 +91,9 @@ def evaluate(
         if samples > 0
         else []
     )
+    # One record per episode: an agent episode that came as several pieces (gateway env) is its lead piece.
+    greedy = [t for t in greedy if t.episode_part == 0]
+    sampled = [t for t in sampled if t.episode_part == 0]
     # All verifications of the evaluation in one batch: greedy answers, then every sample.
     to_check = (
         list(tasks) + [task for task in tasks for _ in range(samples)],
@@ -131,6 +135,8 @@ def evaluate(
         metrics[f"accuracy/{family}"] = float(np.mean([r["correct"] for r in records if record_family(r) == family]))
     metrics["eval_tasks"] = float(len(tasks))
     metrics["verify_errors"] = float(sum(e is not None for e in errors))
+    if hasattr(env, "run_groups"):  # agent episodes without a result: counted, and not solved
+        metrics["agent_failures"] = float(sum(agent_failed(t) for t in greedy + sampled))
     if env.max_turns > 1:
         metrics.update({k: v for k, v in episode_metrics(greedy, tools=hasattr(env, "registry")).items() if k != "stop_frac"})
     return metrics, records

@@ -44,6 +44,7 @@ from reinforge.rewards.group import GroupRewardFn
 from reinforge.rewards.process_pool import ProcessCallPool, unsendable
 from reinforge.rewards.reward_calls import RewardCall
 from reinforge.rewards.thread_pool import ThreadCallPool
+from reinforge.rollout.episode_parts import agent_failed, share_lead_scores
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 
@@ -206,7 +207,16 @@ class RewardScorer:
         return self._run(calls, [self.isolation == "process"] * len(calls))
 
     def score(self, tasks: dict[str, Task], trajectories: list[Trajectory]) -> dict[str, float]:
-        """Fill `rewards` and `reward` of each trajectory; return reward metrics."""
+        """Fill `rewards` and `reward` of each trajectory; return reward metrics. An episode that
+        came as several pieces is scored once, on its lead piece, and an agent episode without a
+        result is not scored at all (it leaves the loss: rollout.episode_parts)."""
+        to_score = [t for t in trajectories if t.episode_part == 0 and not agent_failed(t)]
+        if len(to_score) < len(trajectories):
+            for trajectory in trajectories:
+                trajectory.reward_failures = {}
+            metrics = self.score(tasks, to_score)
+            share_lead_scores(trajectories)
+            return metrics
         score_started = time.monotonic()
         for trajectory in trajectories:
             trajectory.reward_failures = {}

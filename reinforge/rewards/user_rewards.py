@@ -6,7 +6,11 @@ The contract (docs/extending.md):
   keywords; `trajectory.response_text` is the decoded response, `task.answer` the reference;
 - a class, built once as `cls(**params)`, whose instances are called as `obj(task, trajectory)`;
 - either one marked as a group reward (`@group_reward`, or a class attribute `group = True`):
-  called once per group as `fn(task, trajectories) -> list[float]`, one score per trajectory.
+  called once per group as `fn(task, trajectories) -> list[float]`, one score per trajectory;
+- an agent's reward `fn(task, result, transcript, **params) -> float` (the gateway env's form): a
+  function that cannot be called as fn(task, trajectory, **params) but can with three arguments
+  is called with what the agent returned (`trajectory.agent_result`; for other envs, the response
+  text) and the episode's OpenAI messages (the gateway's transcript).
 
 Optional attributes, as on the built-ins: `deterministic = False` (the scorer must not cache its
 scores), `score_batch(tasks, trajectories)` (one call for a whole batch). A user's reward runs
@@ -28,8 +32,37 @@ F = TypeVar("F", bound=Callable)
 CONTRACT = (
     "a reward is a function fn(task, trajectory, **params) -> float, a class built with **params whose "
     "instances are called as obj(task, trajectory) -> float, or either one marked @reinforge.group_reward, "
-    "called as fn(task, trajectories) -> list[float]"
+    "called as fn(task, trajectories) -> list[float], or an agent's reward fn(task, result, transcript, **params) -> float"
 )
+
+
+def takes_agent_result(fn: Callable, params: dict[str, Any]) -> bool:
+    """Whether `fn(task, result, transcript, **params)` binds."""
+    try:
+        inspect.signature(fn).bind(None, None, None, **params)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def episode_messages(trajectory: Any) -> list[dict]:
+    """The OpenAI messages of an agent episode (gateway env), from its transcript."""
+    return [turn["message"] for turn in trajectory.transcript if isinstance(turn, dict) and "message" in turn]
+
+
+class AgentResultReward:
+    """fn(task, result, transcript, **params) as a reward fn(task, trajectory). A module-level
+    class, so it pickles to a reward worker process with the function it wraps."""
+
+    def __init__(self, fn: Callable, params: dict[str, Any]):
+        self.fn, self.params = fn, dict(params)
+        for attr in ("deterministic", "in_process", "mean_metric"):
+            if hasattr(fn, attr):
+                setattr(self, attr, getattr(fn, attr))
+
+    def __call__(self, task: Any, trajectory: Any) -> float:
+        result = trajectory.agent_result if trajectory.agent_result is not None else trajectory.response_text
+        return self.fn(task, result, episode_messages(trajectory), **self.params)
 
 
 def group_reward(fn: F) -> F:
@@ -58,7 +91,12 @@ def reward_from_object(obj: Any, params: dict[str, Any], label: str | None = Non
         return fn, group
     if not callable(obj):
         raise ImportPathError(f"{label} is a {type(obj).__name__}, not a function or a class; {CONTRACT}")
-    check_call(obj, (None, None), params, f"{label}, called as fn(task, {second}, **params),", CONTRACT)
+    try:
+        check_call(obj, (None, None), params, f"{label}, called as fn(task, {second}, **params),", CONTRACT)
+    except ImportPathError:
+        if group or not takes_agent_result(obj, params):
+            raise
+        return AgentResultReward(obj, params), False
     if not params:
         return obj, group
     # A partial that keeps the function's attributes (deterministic, group, score_batch...).

@@ -124,10 +124,13 @@ def rollout_groups(
     env_workers: int = 8,
 ) -> list[Trajectory]:
     """`group_size` episodes per task; group ids are consecutive from `first_group_id`, and the
-    trajectories come back in task order, `group_size` at a time. An env that runs its own
-    episodes (several players per episode: reinforge.games) does it through `env.run_groups`."""
-    if hasattr(env, "run_groups"):
-        return env.run_groups(engine, tasks, group_size, params, seed, first_group_id, max_episode_tokens)
+    trajectories come back in task order, `group_size` at a time. An env that runs whole rollouts
+    itself (`run_groups`: the gateway env, whose episodes are agent programs; reinforge.games, whose
+    episodes have several players) is handed them; its episodes may come as several trajectories
+    each (rollout.episode_parts, or one per player)."""
+    run_groups = getattr(env, "run_groups", None)
+    if run_groups is not None:
+        return run_groups(engine, tasks, group_size, params, seed, first_group_id, max_episode_tokens)
     episodes = []
     for index, task in enumerate(tasks):
         for _ in range(group_size):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -25,6 +26,12 @@ class Trajectory:
 
     `agent` names the player whose turns these are when one episode (a game) yields a trajectory
     per player (reinforge.games); per-agent estimators group by it. None for single-agent envs.
+    An episode may come as several trajectories (an agent trained through the gateway whose
+    history was not append-only: reinforge.gateway.env): `episode_part` is 0 on the episode's lead
+    piece and 1, 2, ... on the pieces that follow it, right after it in the list. Only the lead is
+    scored and given an advantage; the other pieces share both (rewards.scorer, trainer.advantage_step).
+    `agent_result` is what such an agent returned (picklable), for rewards of the form
+    fn(task, result, transcript).
     """
 
     task_id: str
@@ -47,6 +54,8 @@ class Trajectory:
     stats: dict[str, float] = field(default_factory=dict)
     token_versions: list[int] | None = None
     agent: str | None = None  # the player (role) whose turns these are, in a multi-player game
+    episode_part: int = 0
+    agent_result: Any = None
 
     @property
     def num_turns(self) -> int:

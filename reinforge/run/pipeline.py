@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from contextlib import closing
+from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +49,12 @@ class TrainOutcome:
     accuracy_before: float
     accuracy_after: float
     rl: RLResult
+
+
+def closing_env(env):
+    """A context that closes `env` when it has a `close()` (the gateway env: its HTTP server and
+    agent process), else does nothing."""
+    return closing(env) if callable(getattr(env, "close", None)) else nullcontext(env)
 
 
 def make_run_dir(cfg: Config) -> Path:
@@ -254,7 +260,9 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
     env = build_env(cfg, tokenizer)
     scorer = start_scorer(cfg)  # before the warm-up: reward workers that cannot build a reward stop the run now
 
-    with closing(scorer), open_logger(cfg, run_dir) as logger, GracefulStop() as stop:
+    # The env closes last, on every way out (an error, Ctrl-C, SIGTERM's RunInterrupted): a gateway
+    # env's server and agent process end with the run.
+    with closing_env(env), closing(scorer), open_logger(cfg, run_dir) as logger, GracefulStop() as stop:
         if state is None:
             run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress, stop)
             if cfg.sft.steps:
@@ -316,7 +324,7 @@ def run_sft_stage(cfg: Config) -> Path:
     model, tokenizer = build_policy(cfg, tasks, check_tasks_fit(cfg, tasks))
     model = model.to(cfg.model.device)
     env = build_env(cfg, tokenizer)
-    with open_logger(cfg, run_dir) as logger:
+    with closing_env(env), open_logger(cfg, run_dir) as logger:
         losses = run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress)
         engine = TorchEngine(model, tokenizer.pad_token_id)
         with verifier_pool(cfg.reward.workers, cfg.reward.timeout_s, cfg.reward.isolation) as verify:

@@ -20,6 +20,7 @@ from reinforge.learner.critic_learner import CriticLearner
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.rollout.trajectory import Trajectory
+from reinforge.trainer.episode_advantages import per_episode_advantages
 from reinforge.trainer.turn_credit import turn_layout, void_turn_rows
 
 
@@ -168,7 +169,9 @@ def prepare_batch(
     if critic is not None:
         batch.old_values = critic.values(batch)
 
-    out = estimator.fn(
+    # One advantage per episode when an agent's episode came as several pieces (gateway).
+    out, untrained = per_episode_advantages(
+        estimator.fn,
         AdvantageInputs(
             rewards=rewards,
             group_ids=torch.tensor([t.group_id for t in trajectories]),
@@ -184,8 +187,11 @@ def prepare_batch(
             turn_rewards=turns.rewards,
             turn_counts=turns.counts,
             agent_ids=agent_ids(trajectories),
-        )
+        ),
+        trajectories,
     )
+    if untrained is not None:
+        batch.loss_mask[untrained] = False
     advantages = out.advantages
     if (algo.positive_weight, algo.negative_weight) != (1.0, 1.0):
         advantages = weight_by_sign(advantages, algo.positive_weight, algo.negative_weight)

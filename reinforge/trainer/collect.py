@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.base import Env
 from reinforge.rewards.scorer import RewardScorer
+from reinforge.rollout.episode_parts import agent_failed
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
@@ -36,7 +37,23 @@ def informative_groups(trajectories: list[Trajectory]) -> list[list[Trajectory]]
     groups: dict[int, list[Trajectory]] = defaultdict(list)
     for t in trajectories:
         groups[t.group_id].append(t)
-    return [g for g in groups.values() if len({t.reward for t in g}) > 1]
+    # An agent episode without a result has no reward (it leaves the loss): it tells nothing apart.
+    return [g for g in groups.values() if len({t.reward for t in g if not agent_failed(t)}) > 1]
+
+
+def count_groups(trajectories: list[Trajectory]) -> int:
+    """Groups, not rows: an agent episode may come as several trajectories (rollout.episode_parts)."""
+    return len({t.group_id for t in trajectories})
+
+
+def first_groups(trajectories: list[Trajectory], groups: int) -> list[Trajectory]:
+    """The trajectories of the first `groups` groups, in order."""
+    chosen: set[int] = set()
+    for t in trajectories:
+        if len(chosen) == groups:
+            break
+        chosen.add(t.group_id)
+    return [t for t in trajectories if t.group_id in chosen]
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -71,7 +88,7 @@ def collect_groups(
     rounds, next_group = 0, 0
     while True:
         rounds += 1
-        needed = prompts - len(kept) // group_size
+        needed = prompts - count_groups(kept)
         batch = sampler.next_batch(needed)
         tasks.update({t.id: t for t in batch})
         t0 = time.perf_counter()
@@ -96,9 +113,10 @@ def collect_groups(
             t for group in informative_groups(trajectories)
             if not (dropping and any(t.reward_failures for t in group)) for t in group
         ]
-        if len(kept) >= prompts * group_size or rounds >= max_rounds:
+        if count_groups(kept) >= prompts or rounds >= max_rounds:
             if not kept:
                 kept = trajectories
             break
-    metrics = {**metrics, "sampling_rounds": float(rounds), "train_groups": float(len(kept) // group_size)}
-    return Collected(kept[: prompts * group_size], tasks, metrics, rounds, rollout_s, reward_s)
+    kept = first_groups(kept, prompts)
+    metrics = {**metrics, "sampling_rounds": float(rounds), "train_groups": float(count_groups(kept))}
+    return Collected(kept, tasks, metrics, rounds, rollout_s, reward_s)

@@ -35,6 +35,7 @@ from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import TaskSplits
 from reinforge.telemetry import MetricsLogger, ProgressDisplay
 from reinforge.run import checkpoint as ckpt
+from reinforge.trainer.agent_failures import drop_failed_episodes
 from reinforge.trainer.advantage_step import has_active_dropout, prepare_batch
 from reinforge.run.resume_changes import load_optimizer_state, reward_spec, scorer_state_for
 from reinforge.trainer.reward_failures import drop_failed_samples
@@ -213,6 +214,9 @@ def run_rl(
             # Samples whose reward failed leave the loss (reward.on_error=drop), with their group
             # for group-relative estimators; they stay in samples.jsonl and the metrics.
             trained, drop_metrics = drop_failed_samples(trajectories, cfg.reward.on_error, estimator.min_group_size > 1)
+            if hasattr(parts.env, "run_groups"):  # agent episodes without a result leave the loss alone, never scored 0
+                trained, agent_drop_metrics = drop_failed_episodes(trained, estimator.min_group_size)
+                drop_metrics.update(agent_drop_metrics)
             t0 = time.perf_counter()
             prepare_metrics: dict[str, float] = {}
             update_metrics: dict[str, float] = {}
