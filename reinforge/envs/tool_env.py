@@ -14,6 +14,7 @@ SimpleTIR (Xue et al. 2025, arXiv:2509.02479), which `algo.drop_void_turns` filt
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from transformers import PreTrainedTokenizerBase
 
@@ -30,6 +31,26 @@ TRUNCATED = " [truncated]"
 
 class ToolEnvError(ValueError):
     pass
+
+
+def assistant_text(message: dict, tool_format: str, registry: ToolRegistry) -> str:
+    """An assistant message as the policy writes it: its content, then its tool calls in
+    `tool_format` (so one demonstration serves the compact and the hermes format)."""
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", call)
+        arguments = function.get("arguments", {})
+        if isinstance(arguments, str):
+            arguments = json.loads(arguments)
+        calls.append(format_call(ToolCall(function["name"], arguments), tool_format, registry))
+    return "".join([str(message.get("content") or ""), *calls])
+
+
+def demonstration_turns(task: Task, write: Callable[[dict], str]) -> list[str]:
+    """The text of each assistant turn that warm-up teaches (`write` renders a message, calls in
+    the env's syntax); each turn is closed by one end-of-turn token."""
+    demo = task.sft_target
+    return [demo] if isinstance(demo, str) else [write(m) for m in demo if m.get("role") == "assistant"]
 
 
 class ToolEnv:
@@ -72,22 +93,10 @@ class ToolEnv:
         return self.tokenizer.decode(ids[: self.max_observation_tokens]) + TRUNCATED
 
     def assistant_text(self, message: dict) -> str:
-        """An assistant message as the policy writes it: its content, then its tool calls in this
-        env's syntax (so one demonstration serves the compact and the hermes format)."""
-        calls = []
-        for call in message.get("tool_calls") or []:
-            function = call.get("function", call)
-            arguments = function.get("arguments", {})
-            if isinstance(arguments, str):
-                arguments = json.loads(arguments)
-            calls.append(format_call(ToolCall(function["name"], arguments), self.tool_format, self.registry))
-        return "".join([str(message.get("content") or ""), *calls])
+        return assistant_text(message, self.tool_format, self.registry)
 
     def demonstration_turns(self, task: Task) -> list[str]:
-        """The text of each assistant turn that warm-up teaches, calls written in this env's syntax
-        (each turn is closed by one end-of-turn token)."""
-        demo = task.sft_target
-        return [demo] if isinstance(demo, str) else [self.assistant_text(m) for m in demo if m.get("role") == "assistant"]
+        return demonstration_turns(task, self.assistant_text)
 
     def sft_example(self, task: Task) -> tuple[list[int], list[bool]]:
         """The prompt, then the demonstration's messages: assistant turns trained (each closed by

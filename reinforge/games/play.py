@@ -24,7 +24,7 @@ from reinforge.engines.base import Engine, Generation, SamplingParams
 from reinforge.envs.chat_format import ChatFormat
 from reinforge.games.match import Match
 from reinforge.games.opponents import OPPONENTS
-from reinforge.rollout.episodes import turn_seed
+from reinforge.rollout.episodes import add_sampled_turn, turn_seed
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 
@@ -56,22 +56,7 @@ class SeatStream:
 
     def add_turn(self, generation: Generation, text: str, budget: int | None) -> bool:
         """Append the sampled turn; False when the seat's token budget cut it."""
-        ids, logprobs = generation.token_ids, generation.logprobs
-        fits = budget is None or len(self.token_ids) + len(ids) <= budget
-        if not fits:
-            keep = max(0, budget - len(self.token_ids))
-            ids, logprobs = ids[:keep], logprobs[:keep]
-        start = len(self.token_ids)
-        self.token_ids += ids
-        self.loss_mask += [True] * len(ids)
-        self.logprobs += list(logprobs)
-        self.turn_spans.append((start, len(self.token_ids)))
-        self.transcript.append({"role": "policy", "text": text})
-        self.errors += generation.errors
-        if self.policy_version is None:
-            self.policy_version = generation.policy_version
-        self.last_text = text
-        return fits
+        return add_sampled_turn(self, generation, text, budget)
 
 
 @dataclass

@@ -37,7 +37,7 @@ from transformers import PreTrainedTokenizerBase
 from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.chat_format import ChatFormat
 from reinforge.envs.single_turn import chat_messages
-from reinforge.envs.tools.calls import ToolCall, format_call
+from reinforge.envs.tool_env import assistant_text, demonstration_turns
 from reinforge.envs.tools.registry import Tool, ToolRegistry
 from reinforge.gateway.agent_outcome import AgentOutcome
 from reinforge.gateway.agent_runner import AgentJob, AgentRunner
@@ -151,18 +151,10 @@ class GatewayEnv:
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
 
     def assistant_text(self, message: dict) -> str:
-        calls = []
-        for call in message.get("tool_calls") or []:
-            function = call.get("function", call)
-            arguments = function.get("arguments", {})
-            if isinstance(arguments, str):
-                arguments = json.loads(arguments)
-            calls.append(format_call(ToolCall(function["name"], arguments), self.tool_format, self.registry))
-        return "".join([str(message.get("content") or ""), *calls])
+        return assistant_text(message, self.tool_format, self.registry)
 
     def demonstration_turns(self, task: Task) -> list[str]:
-        demo = task.sft_target
-        return [demo] if isinstance(demo, str) else [self.assistant_text(m) for m in demo if m.get("role") == "assistant"]
+        return demonstration_turns(task, self.assistant_text)
 
     def sft_example(self, task: Task) -> tuple[list[int], list[bool]]:
         """The agent's first request as the gateway renders it, then the demonstration: assistant

@@ -25,6 +25,29 @@ from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 
 
+def add_sampled_turn(stream, generation: Generation, text: str, budget: int | None) -> bool:
+    """Append a sampled turn to a token stream (an episode, or one player's seat in a game: any
+    object with token_ids, loss_mask, logprobs, turn_spans, transcript, errors, policy_version,
+    last_text); False when the `budget` on the whole sequence cut it (only tokens the policy
+    really sampled are kept)."""
+    ids, logprobs = generation.token_ids, generation.logprobs
+    fits = budget is None or len(stream.token_ids) + len(ids) <= budget
+    if not fits:
+        keep = max(0, budget - len(stream.token_ids))
+        ids, logprobs = ids[:keep], logprobs[:keep]
+    start = len(stream.token_ids)
+    stream.token_ids += ids
+    stream.loss_mask += [True] * len(ids)
+    stream.logprobs += list(logprobs)
+    stream.turn_spans.append((start, len(stream.token_ids)))
+    stream.transcript.append({"role": "policy", "text": text})
+    stream.errors += generation.errors
+    if stream.policy_version is None:
+        stream.policy_version = generation.policy_version
+    stream.last_text = text
+    return fits
+
+
 @dataclass
 class _Running:
     """One episode in progress."""
@@ -51,22 +74,7 @@ class _Running:
 
     def add_turn(self, generation: Generation, text: str, budget: int | None) -> bool:
         """Append the sampled turn; False when the episode's token budget cut it."""
-        ids, logprobs = generation.token_ids, generation.logprobs
-        fits = budget is None or len(self.token_ids) + len(ids) <= budget
-        if not fits:
-            keep = max(0, budget - len(self.token_ids))
-            ids, logprobs = ids[:keep], logprobs[:keep]
-        start = len(self.token_ids)
-        self.token_ids += ids
-        self.loss_mask += [True] * len(ids)
-        self.logprobs += list(logprobs)
-        self.turn_spans.append((start, len(self.token_ids)))
-        self.transcript.append({"role": "policy", "text": text})
-        self.errors += generation.errors
-        if self.policy_version is None:
-            self.policy_version = generation.policy_version
-        self.last_text = text
-        return fits
+        return add_sampled_turn(self, generation, text, budget)
 
     def add_observation(self, result: StepResult) -> None:
         self.token_ids += result.observation_ids
