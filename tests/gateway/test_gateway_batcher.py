@@ -76,3 +76,36 @@ def test_an_engine_failure_fails_every_request_of_its_call_and_closing_fails_pen
     assert isinstance(pending.exception(timeout=20), BatcherClosed)
     with pytest.raises(BatcherClosed):
         batcher.submit(jobs([1.0], [2])[0])
+
+
+
+def test_the_window_is_a_quiet_period_and_the_oldest_request_waits_at_most_max_wait_windows() -> None:
+    """The flush rule at given clock times (no sleeping): with one session silent, requests 50 ms
+    apart keep the batch open past one 60 ms window from the first, until 60 ms pass with none
+    arriving; requests that never pause are flushed once the oldest has waited MAX_WAIT_WINDOWS."""
+    from reinforge.gateway.batcher import MAX_WAIT_WINDOWS
+
+    batcher = Batcher(RecordingEngine(), window_s=0.06)
+    for key in ("s0", "s1", "silent"):
+        batcher.open_session(key)
+
+    def ready_at(arrivals, now):
+        pending = jobs([1.0] * len(arrivals), [2] * len(arrivals))
+        for job, at in zip(pending, arrivals):
+            job.arrived, job.session_key = at, "s0"
+        with batcher._cond:  # set without notifying: the worker stays asleep, only the rule is asked
+            batcher._pending = pending
+            try:
+                return batcher._ready(now)
+            finally:
+                batcher._pending = []
+
+    burst = [0.0, 0.05, 0.10, 0.15, 0.20]
+    assert not ready_at(burst, 0.25)  # 0.25 s after the first, but the last came 50 ms ago
+    assert ready_at(burst, 0.26 + 1e-9)  # a window of quiet
+    steady = [i * 0.01 for i in range(100)]  # one every 10 ms, never quiet for a window
+    limit = MAX_WAIT_WINDOWS * 0.06
+    assert not ready_at([t for t in steady if t < limit], limit - 0.001)
+    assert ready_at([t for t in steady if t < limit], limit)
+    batcher.close()
+    assert not batcher.alive
