@@ -84,7 +84,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--preset", default="micro")
-    parser.add_argument("--window-ms", type=float, default=20.0)
+    parser.add_argument("--window-ms", type=float, default=50.0)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
 

@@ -176,7 +176,7 @@ class EnvConfig(Section):
     )
     agent_concurrency: int = Field(256, gt=0, description="env.type=gateway: agent episodes running at once in the agent process.")
     gateway_window_ms: float = Field(
-        20.0, gt=0, description="env.type=gateway: model requests arriving within this window share one batched engine call."
+        50.0, gt=0, description="env.type=gateway: batching window: model requests keep joining one batched engine call until none has arrived for this long (the oldest waits at most 10 windows)."
     )
 
 

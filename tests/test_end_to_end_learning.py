@@ -55,8 +55,10 @@ def test_grpo_raises_held_out_accuracy_and_writes_a_complete_run(warm_start, tmp
 
     run = outcome.run_dir
     assert (run / "config.yaml").is_file()
-    stages = {json.loads(line)["stage"] for line in (run / "metrics.jsonl").read_text().splitlines()}
-    assert stages == {"rl", "eval"}
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert {row["stage"] for row in rows} == {"setup", "rl", "eval"}
+    (setup,) = [row for row in rows if row["stage"] == "setup"]  # what the optimizer holds, logged once
+    assert setup["trainable_params"] == setup["total_params"] > 0  # full fine-tuning: every weight
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
     assert samples and all({"prompt", "response", "reward", "policy_version"} <= s.keys() for s in samples)
     assert any((run / "tensorboard").iterdir())

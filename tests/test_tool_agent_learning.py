@@ -3,27 +3,35 @@
 A micro Llama is warmed up on 3-digit x 2-digit products where 40% of the demonstrations call the
 calculator (<<calculator: a*b>>, then copy the result) and 60% state the product directly,
 which a model this small cannot compute. Greedy decoding then mostly answers directly and
-wrongly. 15 GRPO steps with the product's verifier as the only reward must raise held-out
-greedy accuracy by at least 15 points (seed 0), and the greedy tool-call rate with it.
+wrongly. 10 GRPO steps with the product's verifier as the only reward must raise held-out
+greedy accuracy by at least 15 points (seed 0), and the greedy tool-call rate with it (measured
+on an idle 2-core box: 45% -> 82% accuracy, tool-call rate 57% -> 100%, 73 s in all). The run uses
+both cores, as the end-to-end warm-up does (tests/test_end_to_end_learning.py).
 """
 
 from __future__ import annotations
 
 import json
 
+import torch
+
 from reinforge.config import load_config
 from reinforge.run.pipeline import run_training
 
 SHRUNK = [
     "task.train_size=4000", "task.eval_size=100", "task.params={op: '*', digits: 3, digits_b: 2, tool_traces: 0.4}",
-    "sft.steps=400", "sft.batch_size=32", "rollout.prompts_per_step=16", "trainer.steps=15", "eval.every=15",
-    "eval.samples=1", "trainer.checkpoint_every=0", "telemetry.progress=false", "telemetry.tensorboard=false",
+    "sft.steps=400", "sft.batch_size=32", "rollout.prompts_per_step=16", "trainer.steps=10", "eval.every=10",
+    "eval.samples=1", "trainer.threads=2", "trainer.checkpoint_every=0", "telemetry.progress=false", "telemetry.tensorboard=false",
 ]
 
 
 def test_rl_teaches_the_agent_to_call_its_calculator(tmp_path):
     cfg = load_config("tool-agent", [*SHRUNK, f"trainer.output_dir={tmp_path / 'run'}"])
-    outcome = run_training(cfg)
+    threads = torch.get_num_threads()
+    try:
+        outcome = run_training(cfg)
+    finally:
+        torch.set_num_threads(threads)  # the rest of the suite runs on one thread (tests/conftest.py)
     before, after = outcome.rl.evals[0], outcome.rl.evals[-1]
 
     assert outcome.accuracy_after >= outcome.accuracy_before + 0.15, (outcome.accuracy_before, outcome.accuracy_after)

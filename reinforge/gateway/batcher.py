@@ -6,9 +6,10 @@ pending list is flushed into engine calls when:
 
 - every open, unfinished session has a request pending (no agent is still thinking or running a
   tool, so waiting longer cannot grow the batch), or
-- no request has arrived for `window_s` (the burst of requests that follows a batch of answers is
-  over: agents in one process send their next requests one after another, spread over far more
-  than a few milliseconds when there are many), or
+- no request has arrived for `window_s` and none is being prepared (the burst of requests that
+  follows a batch of answers is over: agents in one process send their next requests one after
+  another, and the server renders each one's chat template before it is queued, so one turn's
+  requests arrive spread over far more than a few milliseconds when there are many), or
 - the oldest pending request has waited `MAX_WAIT_WINDOWS` windows (an agent busy in its tools
   does not hold the others back for long), or
 - `max_batch` rows are pending.
@@ -93,6 +94,7 @@ class Batcher:
         self.engine_lock = threading.Lock()
         self._pending: list[Job] = []
         self._open: set[str] = set()  # sessions open and unfinished
+        self._preparing = 0  # session requests received by the server and not yet queued
         self._closed = False
         self._flushes = 0
         self.calls: deque[CallStats] = deque(maxlen=10_000)
@@ -114,6 +116,16 @@ class Batcher:
             self._cond.notify_all()  # the others may now all be pending
 
     # --- requests -------------------------------------------------------------------------------
+    def preparing(self) -> "Preparing":
+        """Count a session request from its arrival at the server until `done()` (after `submit`):
+        the quiet-window flush waits for it (bounded by the max-wait rule)."""
+        return Preparing(self)
+
+    def _add_preparing(self, delta: int) -> None:
+        with self._cond:
+            self._preparing += delta
+            self._cond.notify_all()
+
     def submit(self, job: Job) -> Future:
         if job.n > self.max_batch:
             raise ValueError(f"n={job.n} is more than max_batch={self.max_batch} rows")
@@ -149,7 +161,7 @@ class Batcher:
         rows = sum(job.n for job in self._pending)
         if rows >= self.max_batch:
             return True
-        if now - max(job.arrived for job in self._pending) >= self.window_s:
+        if not self._preparing and now - max(job.arrived for job in self._pending) >= self.window_s:
             return True  # quiet for a window: no more requests are on their way
         if now - min(job.arrived for job in self._pending) >= MAX_WAIT_WINDOWS * self.window_s:
             return True
@@ -235,6 +247,19 @@ class Batcher:
             else:
                 job.future.set_result(generations[row: row + job.n])
             row += job.n
+
+
+class Preparing:
+    """One session request being prepared (see Batcher.preparing); `done()` is idempotent."""
+
+    def __init__(self, batcher: Batcher):
+        self.batcher, self.open = batcher, True
+        batcher._add_preparing(1)
+
+    def done(self) -> None:
+        if self.open:
+            self.open = False
+            self.batcher._add_preparing(-1)
 
 
 def _accepts(fn: Any, name: str) -> bool:

@@ -118,7 +118,7 @@ class GatewayEnv:
         max_turns: int = 4,
         agent_timeout_s: float = 60.0,
         agent_tools: list[dict] | None = None,
-        window_ms: float = 20.0,
+        window_ms: float = 50.0,
         agent_concurrency: int = 256,
         max_new_tokens: int = 256,
         gateway_factory: Callable[..., Any] | None = None,

@@ -53,7 +53,7 @@ from transformers import PreTrainedTokenizerBase
 from reinforge.engines.base import Generation, SamplingParams
 from reinforge.envs.chat_format import ChatFormatError
 from reinforge.envs.tools.calls import PARSERS
-from reinforge.gateway.batcher import Batcher, BatcherClosed, EngineFailure, Job
+from reinforge.gateway.batcher import Batcher, BatcherClosed, EngineFailure, Job, Preparing
 from reinforge.gateway.completions import SampledText
 from reinforge.gateway.recorder import EpisodeRecorder, Plan, Sample, TrajectoryPart
 from reinforge.gateway.tool_calls import (
@@ -121,7 +121,7 @@ class Gateway:
         tool_format: str = "compact",
         max_new_tokens: int = 64,
         max_context_tokens: int | None = None,
-        window_s: float = 0.02,
+        window_s: float = 0.05,
         max_batch: int = 256,
         port: int = 0,
     ):
@@ -358,13 +358,15 @@ class Gateway:
         with self._lock:
             self._counts["requests"] += 1
         session = None
+        # A session request holds the batcher's quiet-window flush from now until it is queued.
+        preparing = self._batcher.preparing() if key is not None else None
         try:
             session = self._session(key) if key is not None else None
             try:
                 body = await request.json()
             except ValueError:
                 raise GatewayError(400, "the request body is not JSON") from None
-            return await self._complete(parse_request(body), session)
+            return await self._complete(parse_request(body), session, preparing)
         except GatewayError as err:
             self._count_error(session, f"{err.status} {err.code or err.type}: {err.message}")
             raise
@@ -372,6 +374,9 @@ class Gateway:
             log.exception("gateway: internal error on %s", request.url.path)
             self._count_error(session, f"500 {type(err).__name__}: {err}")
             raise GatewayError(500, f"internal error: {type(err).__name__}: {err}", type="server_error") from err
+        finally:
+            if preparing is not None:
+                preparing.done()
 
     def _count_error(self, session: GatewaySession | None, text: str) -> None:
         with self._lock:
@@ -379,7 +384,7 @@ class Gateway:
             if session is not None:
                 session.errors.append(text)
 
-    async def _complete(self, req: ChatCompletionRequest, session: GatewaySession | None) -> dict:
+    async def _complete(self, req: ChatCompletionRequest, session: GatewaySession | None, preparing: Preparing | None = None) -> dict:
         check_supported(req)
         self._check_model(req.model)
         max_n = session.max_n if session is not None else self.max_batch
@@ -411,7 +416,10 @@ class Gateway:
                   session_key=session.key if session else None,
                   seed_base=session.seed if session else (req.seed if req.seed is not None else PLAIN_SEED))
         try:
-            generations: list[Generation] = await asyncio.wrap_future(self._batcher.submit(job))
+            queued = self._batcher.submit(job)
+            if preparing is not None:
+                preparing.done()
+            generations: list[Generation] = await asyncio.wrap_future(queued)
             choices = [self._texts.choice(g, params.stop_token_ids, req.stop_strings()) for g in generations]
             parsed = [parse_completion(c.content, self.tool_format, tools, parse_calls=req.tool_choice != "none")
                       for c in choices]

@@ -103,6 +103,10 @@ def test_the_window_is_a_quiet_period_and_the_oldest_request_waits_at_most_max_w
     burst = [0.0, 0.05, 0.10, 0.15, 0.20]
     assert not ready_at(burst, 0.25)  # 0.25 s after the first, but the last came 50 ms ago
     assert ready_at(burst, 0.26 + 1e-9)  # a window of quiet
+    preparing = batcher.preparing()  # a request the server is still rendering holds the quiet flush
+    assert not ready_at(burst, 0.26 + 1e-9)
+    preparing.done(), preparing.done()  # idempotent
+    assert ready_at(burst, 0.26 + 1e-9)
     steady = [i * 0.01 for i in range(100)]  # one every 10 ms, never quiet for a window
     limit = MAX_WAIT_WINDOWS * 0.06
     assert not ready_at([t for t in steady if t < limit], limit - 0.001)
