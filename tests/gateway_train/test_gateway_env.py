@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from fake_gateway import Part
+from reinforge.gateway import TrajectoryPart
 from reinforge.gateway.agent_outcome import AgentOutcome
 from reinforge.gateway.env import GatewayEnv, result_text
 from reinforge.rollout.episode_parts import AGENT_ERROR
@@ -20,8 +20,9 @@ def session(parts, calls=2, splits=1, errors=()):
 
 
 def part(ids, mask, messages, split=False):
-    return Part(token_ids=ids, loss_mask=mask, logprobs=[-0.5 if m else 0.0 for m in mask], turn_spans=[(1, len(ids))],
-                prompt_length=1, finish_reason="stop", policy_version=3, messages=messages, starts_with_split=split)
+    return TrajectoryPart(token_ids=ids, loss_mask=mask, logprobs=[-0.5 if m else 0.0 for m in mask], turn_spans=[(1, len(ids))],
+                          prompt_length=1, finish_reason="stop", policy_version=3, messages=messages, starts_with_split=split,
+                          branch=False, calls=1)
 
 
 def test_a_split_episode_becomes_pieces_that_share_its_result(tokenizer):
