@@ -58,20 +58,31 @@ def make_batch(tokenizer, rows: int, tokens: int, seed: int = 0):
     return collate(trajectories, torch.randn(rows, generator=g), tokenizer.pad_token_id)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def update_arguments(description: str) -> argparse.ArgumentParser:
+    """The options every learner-update benchmark takes (this one, lora_update.py)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--preset", default="micro")
     parser.add_argument("--rows", type=int, default=256)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
+    return parser
+
+
+def update_setup(args):
+    """One thread, a tokenizer, a batch of `args.rows` x `args.tokens`, the default policy objective
+    and the learner's keyword arguments: (tokenizer, batch, algo config, loss_fn, learner kwargs)."""
     torch.set_num_threads(1)
     rng = random.Random(0)
     tokenizer = train_tokenizer([f"{rng.randrange(1000)}+{rng.randrange(1000)}={rng.randrange(2000)}" for _ in range(500)])
     batch = make_batch(tokenizer, args.rows, args.tokens)
     algo = AlgoConfig()
-    loss_fn = make_policy_objective(algo)
     kwargs = dict(lr=1e-4, micro_batch_size=algo.micro_batch_size, max_response_tokens=args.tokens)
+    return tokenizer, batch, algo, make_policy_objective(algo), kwargs
+
+
+def main() -> None:
+    args = update_arguments(__doc__.split("\n\n")[0]).parse_args()
+    tokenizer, batch, algo, loss_fn, kwargs = update_setup(args)
 
     single = PolicyLearner(build_tiny_llama(tokenizer, args.preset, seed=0), **kwargs)
     model = build_tiny_llama(tokenizer, args.preset, seed=0)

@@ -17,41 +17,25 @@ what LoRA saves at this scale is optimizer memory (2 moments per trained weight)
 
 from __future__ import annotations
 
-import argparse
 import os
-import random
 import statistics
 import time
 
-import torch
-
-from reinforge.config import AlgoConfig, LoraConfig
+from reinforge.config import LoraConfig
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.models.lora import apply_lora
 from reinforge.models.tiny_llama import build_tiny_llama
-from reinforge.models.tokenizer import train_tokenizer
-from reinforge.trainer.policy_objective import make_policy_objective
 
-from learner_scaling import make_batch
+from learner_scaling import update_arguments, update_setup
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--preset", default="micro")
-    parser.add_argument("--rows", type=int, default=256)
-    parser.add_argument("--tokens", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser = update_arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--r", type=int, default=8)
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    rng = random.Random(0)
-    tokenizer = train_tokenizer([f"{rng.randrange(1000)}+{rng.randrange(1000)}={rng.randrange(2000)}" for _ in range(500)])
-    batch = make_batch(tokenizer, args.rows, args.tokens)
-    algo = AlgoConfig()
-    loss_fn = make_policy_objective(algo)
-    kwargs = dict(lr=1e-4, micro_batch_size=algo.micro_batch_size, max_response_tokens=args.tokens)
+    tokenizer, batch, _, loss_fn, kwargs = update_setup(args)
     lora = LoraConfig(r=args.r, alpha=2.0 * args.r)
 
     full = PolicyLearner(build_tiny_llama(tokenizer, args.preset, seed=0), **kwargs)
