@@ -106,6 +106,7 @@ class _Node:
     tools_key: str
     ended_turn: bool  # the sample ends with the template's end-of-turn token
     order: int
+    rendered: str  # the template's text of its request (generation prompt included), rendered once
     claimed: bool = False  # a request has joined (or is joining) this call
 
 
@@ -121,6 +122,7 @@ class Plan:
     messages: list[dict]  # template form
     raw_messages: list[dict]
     tools_key: str
+    rendered: str  # render(messages, add_generation_prompt=True): the next join reuses it
 
 
 def normalize(message: dict) -> Any:
@@ -167,7 +169,7 @@ class EpisodeRecorder:
             if not full.startswith(closed):
                 rewritten = True
                 continue
-            after_close = _end_of_last_turn(chat, messages, k, closed)
+            after_close = _end_of_last_turn(chat, node.rendered, closed)
             if after_close is None:
                 rewritten = True
                 continue
@@ -175,11 +177,11 @@ class EpisodeRecorder:
             observation = chat.encode(full[start:])
             node.claimed = True
             return Plan(node.chain.token_ids + observation, node, observation, False, None, messages,
-                        raw_messages or [], key)
+                        raw_messages or [], key, full)
         split = bool(self._chains) or self._new_chains_planned > 0
         self._new_chains_planned += 1
         reason = ("template_rewrites_history" if rewritten else "history_not_append_only") if split else None
-        return Plan(chat.encode(full), None, [], split, reason, messages, raw_messages or [], key)
+        return Plan(chat.encode(full), None, [], split, reason, messages, raw_messages or [], key, full)
 
     def release(self, plan: Plan) -> None:
         """A planned request that was not sampled (an error): its join point is free again."""
@@ -233,16 +235,18 @@ class EpisodeRecorder:
         history = [normalize(m) for m in plan.messages] + [normalize(sample.response)]
         end_of_turn = self.chat(None).end_of_turn_id
         self._order += 1
-        self._tails.append(_Node(chain, history, plan.tools_key, sample.token_ids[-1] == end_of_turn, self._order))
+        self._tails.append(_Node(chain, history, plan.tools_key, sample.token_ids[-1] == end_of_turn, self._order,
+                                 plan.rendered))
 
 
 def _tools_key(tools: list[dict] | None) -> str:
     return json.dumps(tools or None, sort_keys=True, ensure_ascii=False)
 
 
-def _end_of_last_turn(chat: ChatFormat, messages: list[dict], k: int, closed: str) -> int | None:
+def _end_of_last_turn(chat: ChatFormat, opened: str, closed: str) -> int | None:
     """Index in `closed` (= render(messages[:k])) just after the end-of-turn token that closes the
-    assistant message messages[k-1]: the first one after that turn's generation prompt."""
-    opened = chat.render(messages[: k - 1], add_generation_prompt=True)
+    assistant message messages[k-1]: the first one after that turn's generation prompt. `opened` is
+    the earlier request's own render (render(messages[:k-1]) with the generation prompt), kept from
+    when it was planned rather than rendered again."""
     at = closed.find(chat.turn_close, len(opened)) if closed.startswith(opened) else closed.rfind(chat.turn_close)
     return None if at < 0 else at + len(chat.turn_close)
