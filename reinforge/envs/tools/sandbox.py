@@ -62,6 +62,7 @@ from reinforge.envs.tools import sandbox_bounds, seccomp
 
 SANDBOX_DIR = "/sandbox"  # the work directory, as the sandboxed code sees it
 _PYTHON_MOUNT = "/opt/python"
+_STACK_BYTES = 8 << 20  # Linux's usual default, whatever the host's shell set
 _UID_RANGE = (1_000_000_000, 2_000_000_000)  # far above any uid in /etc/passwd or subuid maps
 _READ_CHUNK = 65536
 _DEVICES = ("null", "zero", "full", "random", "urandom")
@@ -151,6 +152,9 @@ def _limits(cpu_s: int, memory_mb: int, nproc: int, max_file_mb: int, bounds: sa
         bounds.join()
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+        # every thread's stack is reserved at RLIMIT_STACK's size inside RLIMIT_AS: fix it, or a
+        # host with a larger default (64 MB) leaves room for one thread where this one has ten
+        resource.setrlimit(resource.RLIMIT_STACK, (_STACK_BYTES, _STACK_BYTES))
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_mb << 20, max_file_mb << 20))
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
