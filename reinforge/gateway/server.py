@@ -56,6 +56,7 @@ from reinforge.envs.tools.calls import PARSERS
 from reinforge.gateway.batcher import Batcher, BatcherClosed, EngineFailure, Job, Preparing
 from reinforge.gateway.completions import SampledText
 from reinforge.gateway.recorder import EpisodeRecorder, Plan, Sample, TrajectoryPart
+from reinforge.gateway.request_sampling import request_params, token_budget
 from reinforge.gateway.tool_calls import (
     RequestTools, parse_completion, template_message, template_renders_tool_calls, template_tools,
 )
@@ -403,7 +404,8 @@ class Gateway:
                                    code="max_calls_exceeded")
             plan, prompt = self._prompt(session, messages, schemas, raw_messages)
             try:
-                budget = self._budget(req, session, len(prompt))
+                budget = token_budget(req, self.max_new_tokens, session.sampling.max_new_tokens if session else None,
+                                      self.max_context_tokens, len(prompt))
             except BaseException:
                 if plan is not None:
                     session.recorder.release(plan)
@@ -411,7 +413,10 @@ class Gateway:
             if session is not None:
                 session.calls += 1
             order = (session.order, session.calls) if session else (float("inf"), time.monotonic())
-        params = self._params(req, session, budget)
+        params, overridden = request_params(req, session.sampling if session else None, budget, self._stop_ids)
+        if overridden:
+            with self._lock:
+                session.overridden_params += overridden
         job = Job(prompt_ids=prompt, n=req.n, params=params, order=order,
                   session_key=session.key if session else None,
                   seed_base=session.seed if session else (req.seed if req.seed is not None else PLAIN_SEED))
@@ -472,36 +477,6 @@ class Gateway:
         except (TemplateError, ChatFormatError) as err:
             raise GatewayError(400, f"the chat template cannot render these messages: {err}", param="messages",
                                code="template_error") from None
-
-    def _budget(self, req: ChatCompletionRequest, session: GatewaySession | None, prompt_length: int) -> int:
-        """New tokens this request may sample: its max_tokens, capped by the gateway, the session and the context."""
-        budget = min(req.requested_max_tokens() or self.max_new_tokens, self.max_new_tokens)
-        if session is not None:
-            budget = min(budget, session.sampling.max_new_tokens)
-        if self.max_context_tokens is not None:
-            room = self.max_context_tokens - prompt_length
-            if room < 1:
-                raise GatewayError(400, f"the prompt is {prompt_length} tokens; this model's context is "
-                                        f"{self.max_context_tokens} tokens, which leaves no room for a completion",
-                                   param="messages", code="context_length_exceeded")
-            budget = min(budget, room)
-        return budget
-
-    def _params(self, req: ChatCompletionRequest, session: GatewaySession | None, budget: int) -> SamplingParams:
-        if session is None:
-            return SamplingParams(max_new_tokens=budget,
-                                  temperature=1.0 if req.temperature is None else req.temperature,
-                                  top_p=1.0 if req.top_p is None else req.top_p,
-                                  top_k=0 if req.top_k is None else req.top_k, stop_token_ids=self._stop_ids)
-        run = session.sampling
-        overridden = sum(asked is not None and asked != used for asked, used in (
-            (req.temperature, run.temperature), (req.top_p, run.top_p), (req.top_k, run.top_k)))
-        if overridden:
-            with self._lock:
-                session.overridden_params += overridden
-        stops = tuple(dict.fromkeys([*run.stop_token_ids, *self._stop_ids]))
-        return SamplingParams(max_new_tokens=budget, temperature=run.temperature, top_p=run.top_p, top_k=run.top_k,
-                              stop_token_ids=stops)
 
 
 def _engine_context(engine: Any) -> int | None:
