@@ -2,7 +2,8 @@
 
 The describer sees a secret thing (one of THINGS) and writes a clue: one colour word. The guesser
 sees only the clue, never the secret, and guesses the thing. Both get the same reward: +1 when the
-guess is right, -1 when it is wrong (Lewis 1969, "Convention"; as an RL benchmark for emergent
+guess is right, 0 when it is wrong (a loss), and -1 when either forfeits by illegal moves, so a
+wrong guess is still better than no move (Lewis 1969, "Convention"; as an RL benchmark for emergent
 communication, e.g. Lazaridou et al. 2017, "Multi-agent cooperation and the emergence of
 (natural) language").
 
@@ -57,7 +58,7 @@ class DescriberGuesser(Game):
         return bool(state[2])
 
     def payoffs(self, state: tuple[str, str, str]) -> tuple[float, float]:
-        shared = 1.0 if state[2] == state[0] else -1.0
+        shared = 1.0 if state[2] == state[0] else 0.0
         return (shared, shared)
 
     def rules(self, player: int) -> str:

@@ -47,7 +47,10 @@ def test_the_describer_clues_then_the_guesser_guesses_and_both_share_the_result(
         game.play(state, "purple")  # a colour is not a thing
     right, wrong = game.play(state, "grape"), game.play(state, "lime")
     assert game.is_over(right) and game.legal_moves(right) == []
-    assert game.payoffs(right) == (1.0, 1.0) and game.payoffs(wrong) == (-1.0, -1.0)
+    assert game.payoffs(right) == (1.0, 1.0) and game.payoffs(wrong) == (0.0, 0.0)
+    lost = Match(game, MatchRules(draw_reward=0.5, max_turns=4), wrong)
+    lost.finish_reason = "stop"
+    assert lost.rewards() == [0.0, 0.0] and lost.outcome(0) == lost.outcome(1) == "loss"  # a wrong guess is no draw
     assert len(set(COLOUR_OF.values())) == len(THINGS)  # a one-to-one code exists: the game can always be won
 
 
@@ -98,4 +101,5 @@ def test_the_secret_never_enters_the_guessers_tokens(tokenizer) -> None:
         assert shown.count(thing) == 1, thing
     assert describer_a.token_ids != describer_b.token_ids and "Secret carrot." in tokenizer.decode(describer_b.token_ids)
     assert (describer_a.stats["env_reward"], guesser_a.stats["env_reward"]) == (1.0, 1.0)
-    assert (describer_b.stats["env_reward"], guesser_b.stats["env_reward"]) == (-1.0, -1.0)
+    assert (describer_b.stats["env_reward"], guesser_b.stats["env_reward"]) == (0.0, 0.0)
+    assert (describer_b.stats["loss"], guesser_b.stats["loss"]) == (1.0, 1.0)
