@@ -21,7 +21,7 @@ from reinforge.games.play import GameRun
 from reinforge.games.spec import parse_spec
 from reinforge.games.tasks import eval_seatings
 from reinforge.run.multi_policy import is_multi_policy
-from reinforge.run.pipeline import run_training
+from reinforge.run.pipeline import run_sft_stage, run_training
 from reinforge.run.preflight import preflight
 from reinforge.tasks.task import Task
 from reinforge.telemetry.report import write_report
@@ -67,6 +67,12 @@ def test_bad_multi_policy_configs_are_refused_before_compute(overrides, message)
     with pytest.raises(ConfigError) as err:
         preflight(config(*overrides))
     assert message in str(err.value)
+
+
+def test_the_sft_command_refuses_several_policies(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="reinforge sft` warms up one model"):
+        run_sft_stage(config(f"trainer.output_dir={tmp_path / 'run'}"))
+    assert not (tmp_path / "run").exists()  # refused before anything
 
 
 def test_lora_per_policy_is_refused_with_the_reason() -> None:
