@@ -13,7 +13,7 @@ agree on one; the `literal` fixed player (reinforge.games.opponents) uses the th
 is its success with the literal guesser, the guesser's accuracy its success with the literal describer.
 
 Hidden information: the secret is in the describer's view only; the guesser's messages hold the
-rules, the clue and the list of things (a test swaps the secret and finds the guesser's tokens unchanged).
+rules, the list of things and the clue (a test swaps the secret and finds the guesser's tokens unchanged).
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ import random
 
 from reinforge.games.game import Game
 
-COLOUR_OF = {"strawberry": "red", "banana": "yellow", "grape": "purple", "lime": "green", "blueberry": "blue", "carrot": "orange"}
+# Four things, four colours, each word with its own first letter within its list: a choice is told
+# apart from the first sampled token on, which a tiny model learns to condition on in tens of steps.
+COLOUR_OF = {"cherry": "red", "banana": "yellow", "lime": "green", "sky": "blue"}
 THINGS = tuple(COLOUR_OF)
 COLOURS = tuple(COLOUR_OF.values())
 ROLES = ("describer", "guesser")
@@ -66,10 +68,12 @@ class DescriberGuesser(Game):
             return "Describe and guess, as a team. You are the describer: give a colour so the guesser finds the secret. Reply with a colour."
         return "Describe and guess, as a team. You are the guesser: find the secret thing from the clue. Reply with a thing."
 
+    # What decides the move comes last, right before the reply: the secret for the describer, the
+    # clue for the guesser (a tiny model conditions most easily on the nearest tokens).
     def view(self, state: tuple[str, str, str], player: int) -> str:
         if player == 0:
-            return f"Secret {state[0]}. Colours {' '.join(COLOURS)}. Your clue:"
-        return f"Things {' '.join(THINGS)}. Your guess:"
+            return f"Colours {' '.join(COLOURS)}. Your clue for {state[0]}:"
+        return f"Things {' '.join(THINGS)}. Your guess for {state[1]}:"
 
     def announce(self, state: tuple[str, str, str], mover: int, move: str, observer: int) -> str:
-        return f"Clue {move}." if mover == 0 else f"Guess {move}."
+        return "The describer gave its clue." if mover == 0 else f"Guess {move}."

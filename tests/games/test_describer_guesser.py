@@ -39,13 +39,13 @@ class ScriptEngine:
 def test_the_describer_clues_then_the_guesser_guesses_and_both_share_the_result() -> None:
     game = get_game("describer_guesser")
     assert isinstance(game, DescriberGuesser) and game.cooperative and not game.perfect_information
-    state = ("grape", "", "")
+    state = ("lime", "", "")
     assert game.to_move(state) == 0 and game.legal_moves(state) == list(COLOURS)
-    state = game.play(state, "purple")
+    state = game.play(state, "green")
     assert game.to_move(state) == 1 and game.legal_moves(state) == list(THINGS) and not game.is_over(state)
     with pytest.raises(ValueError, match="not a legal move"):
-        game.play(state, "purple")  # a colour is not a thing
-    right, wrong = game.play(state, "grape"), game.play(state, "lime")
+        game.play(state, "green")  # a colour is not a thing
+    right, wrong = game.play(state, "lime"), game.play(state, "sky")
     assert game.is_over(right) and game.legal_moves(right) == []
     assert game.payoffs(right) == (1.0, 1.0) and game.payoffs(wrong) == (0.0, 0.0)
     lost = Match(game, MatchRules(draw_reward=0.5, max_turns=4), wrong)
@@ -57,7 +57,7 @@ def test_the_describer_clues_then_the_guesser_guesses_and_both_share_the_result(
 def test_a_forfeit_in_a_cooperative_game_is_a_loss_for_the_whole_team() -> None:
     match = Match(DescriberGuesser(), MatchRules(max_illegal_moves=2, max_turns=4), ("banana", "", ""))
     assert match.submit(0, "yellow")
-    assert not match.submit(1, "pear") and match.inbox[1] == ["Clue yellow.", "Illegal move, try again."]
+    assert not match.submit(1, "pear") and match.inbox[1] == ["The describer gave its clue.", "Illegal move, try again."]
     match.submit(1, "pear")
     assert match.finish_reason == "illegal_moves"
     assert match.rewards() == [-1.0, -1.0] and match.outcome(0) == match.outcome(1) == "loss"
@@ -70,7 +70,7 @@ def test_the_literal_player_uses_the_true_colours_in_either_seat() -> None:
     game, rng = DescriberGuesser(), random.Random(0)
     for thing, colour in COLOUR_OF.items():
         assert literal(game, (thing, "", ""), 0, rng) == colour
-        assert literal(game, ("lime", colour, ""), 1, rng) == thing  # the guesser reads the clue, not the secret
+        assert literal(game, ("sky", colour, ""), 1, rng) == thing  # the guesser reads the clue, not the secret
     check_opponent("literal", game)
     with pytest.raises(ValueError, match="literal plays describer_guesser only"):
         check_opponent("literal", get_game("tictactoe"))
@@ -83,7 +83,7 @@ def test_the_secret_never_enters_the_guessers_tokens(tokenizer) -> None:
     task = Task(id="dg", prompt=[{"role": "user", "content": "?"}], answer="", metadata=meta)
 
     def play(secret):
-        engines = {name: ScriptEngine(tokenizer, env.chat.end_of_turn_id, {"describer": "red", "guesser": "strawberry"})
+        engines = {name: ScriptEngine(tokenizer, env.chat.end_of_turn_id, {"describer": "red", "guesser": "cherry"})
                    for name in ("describer", "guesser")}
         run = GameRun(task, 0, ["describer", "guesser"], Match(DescriberGuesser(), MatchRules(max_turns=4), (secret, "", "")),
                       random.Random(0), policies=("describer", "guesser"))
@@ -92,14 +92,14 @@ def test_the_secret_never_enters_the_guessers_tokens(tokenizer) -> None:
         assert engines["guesser"].prompts and all("You are the guesser" in p for p in engines["guesser"].prompts)
         return describer, guesser
 
-    describer_a, guesser_a = play("strawberry")
-    describer_b, guesser_b = play("carrot")
+    describer_a, guesser_a = play("cherry")
+    describer_b, guesser_b = play("banana")
     assert guesser_a.token_ids == guesser_b.token_ids  # the guesser cannot tell the two secrets apart
-    assert "Clue red." in tokenizer.decode(guesser_a.token_ids)
+    assert "Your guess for red:" in tokenizer.decode(guesser_a.token_ids)
     shown = tokenizer.decode([t for t, sampled in zip(guesser_b.token_ids, guesser_b.loss_mask) if not sampled])
     for thing in THINGS:  # what the guesser is told names each thing once, in the list of all things
         assert shown.count(thing) == 1, thing
-    assert describer_a.token_ids != describer_b.token_ids and "Secret carrot." in tokenizer.decode(describer_b.token_ids)
+    assert describer_a.token_ids != describer_b.token_ids and "Your clue for banana:" in tokenizer.decode(describer_b.token_ids)
     assert (describer_a.stats["env_reward"], guesser_a.stats["env_reward"]) == (1.0, 1.0)
     assert (describer_b.stats["env_reward"], guesser_b.stats["env_reward"]) == (0.0, 0.0)
     assert (describer_b.stats["loss"], guesser_b.stats["loss"]) == (1.0, 1.0)

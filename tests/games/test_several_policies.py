@@ -104,7 +104,7 @@ class VersionEngine:
         for prompt in prompts:
             text = self.tokenizer.decode(prompt)
             self.prompts.append(text)
-            move = "red" if "You are the describer" in text else "strawberry"
+            move = "red" if "You are the describer" in text else "cherry"
             ids = self.tokenizer(move, add_special_tokens=False).input_ids + [self.stop_id]
             out.append(Generation(ids, [-0.1] * len(ids), "stop", self.policy_version))
         return out
@@ -120,7 +120,7 @@ def test_each_policys_seats_are_sampled_by_its_own_engine(tokenizer) -> None:
     assert len(trajectories) == 6  # 3 games, one trajectory per seat
     assert len(engines["describer"].prompts) == len(engines["guesser"].prompts) == 3
     assert all("You are the describer" in p for p in engines["describer"].prompts)
-    assert all("You are the guesser" in p and "Secret" not in p for p in engines["guesser"].prompts)
+    assert all("You are the guesser" in p and "clue for" not in p for p in engines["guesser"].prompts)
     for t in trajectories:
         assert (owner(t, task, env), t.policy_version) == {"describer": ("describer", 3), "guesser": ("guesser", 5)}[t.agent]
     fixed = GameRun(task, 0, ["literal", "guesser"], Match(DescriberGuesser(), MatchRules(max_turns=4), ("lime", "", "")),
