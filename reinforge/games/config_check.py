@@ -31,8 +31,10 @@ def check_game_config(cfg: Config) -> None:
             f"reward.components use {fns}: a game's reward is its result, reported as the env reward; set "
             "reward.components: [{name: game, fn: env_reward}] (your own reward functions by import path may be added)"
         )
+    if len(spec.policy_names) > 1:
+        check_several_policies(cfg, spec.policy_names)
     for i, seats in enumerate(spec.seats(game)):
-        policy_seats = sum(who in spec.policies for who in seats)
+        policy_seats = sum(who in spec.policy_names for who in seats)
         if cfg.rollout.group_size % policy_seats:
             raise ConfigError(
                 f"rollout.group_size={cfg.rollout.group_size} is not a multiple of the {policy_seats} policy seats of "
@@ -44,3 +46,19 @@ def check_game_config(cfg: Config) -> None:
                 f"gives {cfg.rollout.group_size // policy_seats} game(s) per group for task.params.train_seats[{i}]={seats}; "
                 "it needs at least 2 (raise rollout.group_size)"
             )
+
+
+def check_several_policies(cfg: Config, names: list[str]) -> None:
+    """What a run of several distinct policies (reinforge.run.multi_policy) does not do (yet)."""
+    why = f"task.params.policies={names} trains {len(names)} distinct policies, each a full model with its own learner and engine"
+    refused = [
+        (cfg.model.lora is not None, "model.lora", "separate LoRA adapters per policy on one base are not built; remove model.lora"),
+        (cfg.critic.enabled, "critic.enabled", "a critic per policy is not built; use a critic-free estimator (dr_mas, grpo, ...)"),
+        (cfg.workers.learners > 1, "workers.learners", "a data-parallel learner group per policy is not built; set workers.learners=1"),
+        (cfg.workers.workers > 0, "workers.workers", "Ray rollout workers per policy are not built; set workers.workers=0"),
+        (cfg.engine.type != "torch", "engine.type", "one vLLM engine per policy is not built; use engine.type=torch"),
+        (cfg.trainer.schedule != "sync", "trainer.schedule", "the async schedule is not built for several policies; use sync"),
+    ]
+    for bad, key, reason in refused:
+        if bad:
+            raise ConfigError(f"{key}: {why}; {reason}")

@@ -13,6 +13,7 @@ lays out the same messages (chat prompt, then each later message as an observati
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 
 from transformers import PreTrainedTokenizerBase
 
@@ -30,8 +31,13 @@ class GameEnvError(ValueError):
     pass
 
 
+def trainable_players(task: Task) -> tuple[str, ...]:
+    """The names of a game task's trainable policies (tasks from before several policies: "policy")."""
+    return tuple(task.metadata.get("policies", [POLICY]))
+
+
 def policy_seats(task: Task) -> int:
-    return sum(who == POLICY for who in task.metadata["seats"])
+    return sum(who in trainable_players(task) for who in task.metadata["seats"])
 
 
 def games_per_group(task: Task, group_size: int) -> int:
@@ -82,13 +88,16 @@ class GameEnv:
         game = self.game(meta["game"])
         rng = random.Random(rng_seed)
         rules = MatchRules(float(meta["draw_reward"]), int(meta["max_illegal_moves"]), self.max_turns)
-        return GameRun(task, group_id, list(meta["seats"]), Match(game, rules, game.initial_state(rng)), rng)
+        return GameRun(
+            task, group_id, list(meta["seats"]), Match(game, rules, game.initial_state(rng)), rng, policies=trainable_players(task)
+        )
 
     def play(
-        self, engine: Engine, tasks: list[Task], games: list[int], params: SamplingParams, seed: int | None,
+        self, engine: Engine | Mapping[str, Engine], tasks: list[Task], games: list[int], params: SamplingParams, seed: int | None,
         first_group_id: int, max_episode_tokens: int | None, tag: str,
     ) -> tuple[list[GameRun], int]:
-        """`games[i]` games of task i (group id first_group_id + i), all played together. The
+        """`games[i]` games of task i (group id first_group_id + i), all played together; `engine`
+        may map each trainable policy to its own engine (reinforge.games.play.play_games). The
         opponents' randomness and the deals depend on the task's seed, `tag`, `seed` and the game's
         index, so an evaluation (fixed seed) meets the same opponent play every time. Returns the
         runs and the oldest policy version that sampled in them."""
@@ -101,7 +110,7 @@ class GameEnv:
         return runs, version
 
     def run_groups(
-        self, engine: Engine, tasks: list[Task], group_size: int, params: SamplingParams, seed: int | None,
+        self, engine: Engine | Mapping[str, Engine], tasks: list[Task], group_size: int, params: SamplingParams, seed: int | None,
         first_group_id: int = 0, max_episode_tokens: int | None = None,
     ) -> list[Trajectory]:
         """Trajectories in task order, `group_size` per task (each game's policy seats in seat order)."""
@@ -109,7 +118,7 @@ class GameEnv:
         runs, version = self.play(engine, tasks, games, params, seed, first_group_id, max_episode_tokens, "train")
         return [trajectory for run in runs for trajectory in run.trajectories(self.chat, version)]
 
-    def evaluate_games(self, engine: Engine, tasks: list[Task], max_new_tokens: int, samples: int, temperature: float,
+    def evaluate_games(self, engine: Engine | Mapping[str, Engine], tasks: list[Task], max_new_tokens: int, samples: int, temperature: float,
                        seed: int, max_episode_tokens: int | None = None) -> tuple[dict[str, float], list[dict]]:
         from reinforge.games.evaluation import evaluate_games
 

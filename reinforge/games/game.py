@@ -27,6 +27,7 @@ class Game(ABC):
     roles: ClassVar[tuple[str, ...]]  # one name per player, in seating order (X, O; first, second)
     max_moves: ClassVar[int]  # the longest legal game, in moves of all players
     perfect_information: ClassVar[bool] = True
+    cooperative: ClassVar[bool] = False  # the players share one result (payoffs equal, not zero-sum)
 
     @property
     def num_players(self) -> int:
@@ -54,7 +55,8 @@ class Game(ABC):
 
     @abstractmethod
     def payoffs(self, state: State) -> tuple[float, ...]:
-        """Each player's result of a finished game; zero-sum (they add up to 0), 0 each on a draw."""
+        """Each player's result of a finished game; zero-sum (they add up to 0), 0 each on a draw;
+        a cooperative game pays every player the same."""
 
     @abstractmethod
     def rules(self, player: int) -> str:

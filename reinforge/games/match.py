@@ -10,8 +10,10 @@ moves again; the player's `max_illegal_moves`-th one ends the game as a loss for
 reason "illegal_moves"). A game still going after `max_turns` turns (every attempt of every player
 counts) is cut ("max_turns"); the rollout may cut one whose player ran out of context ("max_tokens").
 
-Rewards: a finished game pays `Game.payoffs`, a draw `draw_reward` to each player; a forfeit pays
-the forfeiter -max_payoff and the others +max_payoff / (players - 1); a cut game (no result) pays
+Rewards: a finished game pays `Game.payoffs`, a draw `draw_reward` to each player (a cooperative
+game pays its shared payoffs as they are: its outcome is a win when they are positive, else a loss); a forfeit pays
+the forfeiter -max_payoff and the others +max_payoff / (players - 1) (a cooperative game: -max_payoff
+to every player, a loss for all); a cut game (no result) pays
 `draw_reward` to each, and counts as "unfinished", never as a draw, in the outcome rates.
 """
 
@@ -103,18 +105,24 @@ class Match:
         n = self.game.num_players
         if self.finish_reason == FINISHED:
             payoffs = self.game.payoffs(self.state)
+            if self.game.cooperative:  # a shared result, never a draw
+                return list(payoffs)
             if all(p == 0 for p in payoffs):
                 return [self.rules.draw_reward] * n
             return list(payoffs)
         if self.finish_reason == "illegal_moves":
             best = self.game.max_payoff
+            if self.game.cooperative:  # the team lost together
+                return [-best] * n
             return [-best if p == self.forfeit else best / (n - 1) for p in range(n)]
         return [self.rules.draw_reward] * n
 
     def outcome(self, player: int) -> str:
         if self.finish_reason == "illegal_moves":
-            return "loss" if player == self.forfeit else "win"
+            return "loss" if player == self.forfeit or self.game.cooperative else "win"
         if self.finish_reason != FINISHED:
             return "unfinished"
         payoff = self.game.payoffs(self.state)[player]
+        if self.game.cooperative:
+            return "win" if payoff > 0 else "loss"
         return "win" if payoff > 0 else "loss" if payoff < 0 else "draw"

@@ -1,4 +1,5 @@
-"""Fixed players that answer without the engine: random-legal, perfect (minimax), Kuhn equilibrium.
+"""Fixed players that answer without the engine: random-legal, perfect (minimax), Kuhn equilibrium,
+literal (describer_guesser's true-colour code).
 
 An opponent is `choose(game, state, player, rng) -> move`; it may read only what `player` may
 know (the Kuhn player reads its own card and the public betting, never the other card).
@@ -12,6 +13,7 @@ from functools import lru_cache
 from typing import Protocol
 
 from reinforge.games.game import Game, State
+from reinforge.games.describer_guesser import COLOUR_OF
 from reinforge.games.kuhn_poker import CARDS
 
 
@@ -77,14 +79,27 @@ def kuhn_equilibrium(game: Game, state: State, player: int, rng: random.Random) 
     return "bet" if rng.random() < kuhn_bet_probability(state[player], state[2]) else "pass"
 
 
-OPPONENTS: dict[str, Opponent] = {"random": random_legal, "minimax": minimax, "kuhn_equilibrium": kuhn_equilibrium}
+def literal(game: Game, state: State, player: int, rng: random.Random) -> str:
+    """describer_guesser with the things' true colours: as describer, the secret's colour; as
+    guesser, the thing of the clue's colour (it reads the clue only, never the secret)."""
+    secret, clue, _ = state
+    if player == 0:
+        return COLOUR_OF[secret]
+    return next(thing for thing, colour in COLOUR_OF.items() if colour == clue)
+
+
+OPPONENTS: dict[str, Opponent] = {
+    "random": random_legal, "minimax": minimax, "kuhn_equilibrium": kuhn_equilibrium, "literal": literal,
+}
 
 
 def check_opponent(name: str, game: Game) -> None:
     """Raises ValueError when opponent `name` does not exist or cannot play `game`."""
     if name not in OPPONENTS:
-        raise ValueError(f"unknown player {name!r}; fixed players: {', '.join(OPPONENTS)}, or 'policy' (the trained one)")
+        raise ValueError(f"unknown player {name!r}; fixed players: {', '.join(OPPONENTS)}, or a trainable policy named in task.params.policies (default: 'policy')")
     if name == "minimax" and (not game.perfect_information or game.num_players != 2 or game.max_moves > 9):
         raise ValueError(f"minimax searches the whole game tree: small two-player perfect-information games only (tictactoe), not {game.name}")
     if name == "kuhn_equilibrium" and game.name != "kuhn_poker":
         raise ValueError(f"kuhn_equilibrium plays kuhn_poker only, not {game.name}")
+    if name == "literal" and game.name != "describer_guesser":
+        raise ValueError(f"literal plays describer_guesser only, not {game.name}")

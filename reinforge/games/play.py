@@ -1,9 +1,10 @@
 """Playing many games at once: one batched engine call per round of the policy's moves.
 
-Each game is a `Match` (the referee) with a player in every seat: the trained policy ("policy"),
-or a fixed opponent (reinforge.games.opponents) that answers at once, without the engine. Every
-round, each live game's player to move (a policy seat, once the fixed players have answered) is
-asked in one `engine.generate` call; each sampled turn goes back to its game as that player's move.
+Each game is a `Match` (the referee) with a player in every seat: a trained policy ("policy", or
+each of several distinct policies by its name), or a fixed opponent (reinforge.games.opponents)
+that answers at once, without the engine. Every round, each live game's player to move (a policy
+seat, once the fixed players have answered) is asked in one `generate` call of its policy's engine
+(one call per policy per round); each sampled turn goes back to its game as that player's move.
 
 Each policy seat keeps its own token stream, which becomes its own Trajectory (invariant 1): its
 first message is tokenized as a chat prompt, every later one as an observation appended after its
@@ -18,6 +19,7 @@ game ("max_tokens"), as does an observation with no room left for a reply.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from reinforge.engines.base import Engine, Generation, SamplingParams
@@ -65,18 +67,19 @@ class GameRun:
 
     task: Task
     group_id: int
-    players: list[str]  # per seat: "policy" or a fixed opponent's name
+    players: list[str]  # per seat: a trainable policy's name or a fixed opponent's name
     match: Match
     rng: random.Random  # the fixed opponents' randomness
     streams: dict[int, SeatStream] = field(default_factory=dict)
+    policies: tuple[str, ...] = (POLICY,)  # the trainable players' names
 
     def __post_init__(self) -> None:
         roles = self.match.game.roles
-        self.streams = {seat: SeatStream(roles[seat]) for seat, who in enumerate(self.players) if who == POLICY}
+        self.streams = {seat: SeatStream(roles[seat]) for seat, who in enumerate(self.players) if who in self.policies}
 
     def answer_fixed_players(self) -> None:
         """Let the fixed opponents move until a policy seat is to move or the game is over."""
-        while not self.match.over and self.players[self.match.to_move] != POLICY:
+        while not self.match.over and self.players[self.match.to_move] not in self.policies:
             seat = self.match.to_move
             self.match.submit(seat, OPPONENTS[self.players[seat]](self.match.game, self.match.state, seat, self.rng))
 
@@ -127,8 +130,14 @@ class GameRun:
         }
 
 
+def policy_seed(seed: int | None, index: int) -> int | None:
+    """The sampling seed of the `index`-th policy's call in a round: the first policy keeps the
+    round's seed (one shared policy samples as before), the others get streams of their own."""
+    return None if seed is None or index == 0 else seed + 7919 * index
+
+
 def play_games(
-    engine: Engine,
+    engine: Engine | Mapping[str, Engine],
     chat: ChatFormat,
     decode,
     runs: list[GameRun],
@@ -137,7 +146,9 @@ def play_games(
     max_episode_tokens: int | None = None,
 ) -> int:
     """Play every game of `runs` to its end (or cut), in place; returns the oldest policy version
-    that sampled any turn (0 when no policy seat had to move)."""
+    that sampled any turn (0 when no policy seat had to move). `engine` samples every policy seat,
+    or, as a mapping, each trainable policy's seats are sampled by that policy's engine."""
+    engines = engine if isinstance(engine, Mapping) else None
     versions: list[int] = []
     for run in runs:
         run.answer_fixed_players()
@@ -155,12 +166,16 @@ def play_games(
                 continue
             stream.observe(ids, text)
             asking.append((run, seat))
-        if asking:
-            generations = engine.generate(
-                [list(run.streams[seat].token_ids) for run, seat in asking], params, seed=turn_seed(seed, round_)
+        by_policy: dict[str, list[tuple[GameRun, int]]] = {}
+        for run, seat in asking:
+            by_policy.setdefault(run.players[seat] if engines is not None else POLICY, []).append((run, seat))
+        for who, calls in by_policy.items():
+            sampler, index = (engines[who], list(engines).index(who)) if engines is not None else (engine, 0)
+            generations = sampler.generate(
+                [list(run.streams[seat].token_ids) for run, seat in calls], params, seed=policy_seed(turn_seed(seed, round_), index)
             )
             versions += [g.policy_version for g in generations]
-            for (run, seat), generation in zip(asking, generations):
+            for (run, seat), generation in zip(calls, generations):
                 text = decode(generation.token_ids)
                 fits = run.streams[seat].add_turn(generation, text, max_episode_tokens)
                 run.match.submit(seat, text)

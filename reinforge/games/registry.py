@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from reinforge.games.connect_four import ConnectFour
+from reinforge.games.describer_guesser import DescriberGuesser
 from reinforge.games.game import Game
 from reinforge.games.kuhn_poker import KuhnPoker
 from reinforge.games.tictactoe import TicTacToe
 
-GAMES: dict[str, type[Game]] = {"tictactoe": TicTacToe, "connect_four": ConnectFour, "kuhn_poker": KuhnPoker}
+GAMES: dict[str, type[Game]] = {
+    "tictactoe": TicTacToe, "connect_four": ConnectFour, "kuhn_poker": KuhnPoker,
+    "describer_guesser": DescriberGuesser,
+}
 
 
 def get_game(name: str) -> Game:

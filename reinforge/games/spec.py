@@ -3,17 +3,20 @@
     task:
       source: game
       params:
-        game: tictactoe                      # tictactoe | connect_four | kuhn_poker
+        game: tictactoe                      # tictactoe | connect_four | kuhn_poker | describer_guesser
         train_seats: [[policy, policy]]      # per training game, who plays each seat (default: self-play)
         eval_opponents: [random, minimax]    # the policy plays each, in every seat, at every evaluation
         eval_games: 20                       # games per opponent and seat
         draw_reward: 0.0
         max_illegal_moves: 2
-        policies: [policy]                   # trainable policies (one shared policy for now)
+        policies: [policy]                   # trainable policies: one shared policy, or several distinct ones
 
 A seat names a trainable policy from `policies` or a fixed player (reinforge.games.opponents).
-Checked before any compute: unknown game or player, an opponent that cannot play the game, more
-trainable policies than the game has players.
+Several distinct policies (`policies: [describer, guesser]`, or a mapping with each one's options:
+`policies: {describer: {}, guesser: {model: path/to/hf_dir}}`) are each their own model, trained
+on the trajectories of the seats it plays (reinforge.run.multi_policy). Checked before any
+compute: unknown game or player, an opponent that cannot play the game, more trainable policies
+than the game has players, a policy that plays no seat, a policy named like a fixed player.
 """
 
 from __future__ import annotations
@@ -30,23 +33,46 @@ class GameSpecError(ValueError):
     pass
 
 
+class PolicyOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = Field(
+        None, description="A Hugging Face model directory this policy starts from (no warm-up for it); default: the run's model, warmed up on this policy's seats."
+    )
+
+
 class GameSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    game: str = Field(description="tictactoe | connect_four | kuhn_poker")
+    game: str = Field(description="tictactoe | connect_four | kuhn_poker | describer_guesser")
     train_seats: list[list[str]] | None = Field(None, description="Per training game, the player of each seat; default: the policy in every seat (self-play).")
-    eval_opponents: list[str] | None = Field(None, description="Fixed players the policy meets at every evaluation; default: random, and the game's perfect / equilibrium player.")
+    eval_opponents: list[str] | None = Field(None, description="Fixed players the policy meets at every evaluation; default: random, and the game's perfect / equilibrium player (describer_guesser: literal).")
     eval_games: int = Field(20, gt=0, description="Evaluation games per opponent and seat.")
     draw_reward: float = Field(0.0, description="Reward of each player for a draw (and for a game cut before its end).")
     max_illegal_moves: int = Field(2, gt=0, description="A player's n-th illegal move ends the game as its loss.")
-    policies: list[str] = Field(default_factory=lambda: [POLICY], description="Trainable policies (seat names); one shared policy for now.")
+    policies: list[str] | dict[str, PolicyOptions] = Field(
+        default_factory=lambda: [POLICY],
+        description="Trainable policies, named as seats name them: one shared policy, or several distinct models (a list of names, or name: {model: dir}).",
+    )
+
+    @property
+    def policy_names(self) -> list[str]:
+        return list(self.policies)
+
+    def policy_options(self, name: str) -> PolicyOptions:
+        return self.policies[name] if isinstance(self.policies, dict) else PolicyOptions()
 
     def seats(self, game: Game) -> list[list[str]]:
-        return self.train_seats or [[POLICY] * game.num_players]
+        if self.train_seats:
+            return self.train_seats
+        names = self.policy_names
+        return [names] if len(names) == game.num_players else [[names[0]] * game.num_players]
 
     def opponents(self, game: Game) -> list[str]:
         if self.eval_opponents is not None:
             return self.eval_opponents
+        if game.name == "describer_guesser":  # a random partner makes every game a 1-in-6 guess: it measures nothing
+            return ["literal"]
         perfect = {"tictactoe": "minimax", "kuhn_poker": "kuhn_equilibrium"}.get(game.name)
         return ["random"] + ([perfect] if perfect else [])
 
@@ -62,26 +88,41 @@ def parse_spec(params: dict) -> tuple[GameSpec, Game]:
         game = get_game(spec.game)
     except ValueError as err:
         raise GameSpecError(f"task.params.game: {err}") from None
-    if len(spec.policies) > game.num_players:
+    names = spec.policy_names
+    if not names:
+        raise GameSpecError("task.params.policies is empty: name at least one trainable policy")
+    if len(names) > game.num_players:
         raise GameSpecError(
-            f"task.params.policies: {len(spec.policies)} trainable policies but {game.name} has {game.num_players} players"
+            f"task.params.policies: {len(names)} trainable policies but {game.name} has {game.num_players} players"
         )
-    if len(spec.policies) != 1 or len(set(spec.policies)) != len(spec.policies):
+    if len(set(names)) != len(names):
+        raise GameSpecError(f"task.params.policies={names}: a policy is named twice")
+    for name in names:
+        if name in OPPONENTS:
+            raise GameSpecError(f"task.params.policies: {name!r} is the name of a fixed player; give the trainable policy another name")
+    if len(names) > 1 and spec.train_seats is None and len(names) != game.num_players:
         raise GameSpecError(
-            f"task.params.policies={spec.policies}: one shared trainable policy is supported for now (several distinct "
-            "trainable policies in one run are not built yet, issue 16)"
+            f"task.params.train_seats: {len(names)} policies for {game.num_players} seats; say who plays each seat "
+            f"({', '.join(game.roles)}) in task.params.train_seats"
         )
     for i, seats in enumerate(spec.seats(game)):
         where = f"task.params.train_seats[{i}]"
         if len(seats) != game.num_players:
             raise GameSpecError(f"{where}={seats}: {game.name} has {game.num_players} seats ({', '.join(game.roles)})")
-        if not any(who in spec.policies for who in seats):
-            raise GameSpecError(f"{where}={seats}: no trainable policy plays in it (name one of {spec.policies})")
+        if not any(who in names for who in seats):
+            raise GameSpecError(f"{where}={seats}: no trainable policy plays in it (name one of {names})")
         for who in seats:
-            if who not in spec.policies:
+            if who not in names:
                 _check_player(who, game, where)
+    seated = {who for seats in spec.seats(game) for who in seats}
+    for name in names:
+        if name not in seated:
+            raise GameSpecError(
+                f"task.params.policies.{name}: this policy plays no seat in task.params.train_seats={spec.seats(game)}, "
+                "so it would never be trained; seat it, or remove it"
+            )
     for who in spec.opponents(game):
-        if who in spec.policies:
+        if who in names:
             raise GameSpecError(f"task.params.eval_opponents: {who!r} is a trainable policy; name fixed players ({', '.join(OPPONENTS)})")
         _check_player(who, game, "task.params.eval_opponents")
     return spec, game

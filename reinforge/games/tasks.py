@@ -1,8 +1,9 @@
 """The `game` task source: a task is one game setup (who plays each seat, a seed), not a question.
 
-Training tasks cycle through `train_seats`; held-out tasks are the policy against each evaluation
-opponent in each seat, `eval_games` of each (their family, "vs-<opponent>", groups the evaluation
-metrics). Every task carries a warm-up demonstration: a random-legal game as one of the policy's
+Training tasks cycle through `train_seats`; held-out tasks are each trainable policy against each
+evaluation opponent in each seat it plays in training, `eval_games` of each (their family,
+"vs-<opponent>", groups the evaluation metrics), and, where several policies play or the game is
+cooperative, the trainable players together as they sit in training (family "joint"). Every task carries a warm-up demonstration: a random-legal game as one of the policy's
 seats lives it (its messages exactly as the referee writes them), so the warm-up teaches the move
 format and the legal moves, not strategy. The task's prompt is that seat's first message.
 """
@@ -45,7 +46,7 @@ def demonstration(game: Game, rules: MatchRules, seat: int, rng: random.Random) 
 
 
 def game_task(task_id: str, spec: GameSpec, game: Game, seats: list[str], seed: int, family: str) -> Task:
-    policy_seats = [i for i, who in enumerate(seats) if who in spec.policies]
+    policy_seats = [i for i, who in enumerate(seats) if who in spec.policy_names]
     rng = random.Random(f"demo-{seed}")
     demo_seat = policy_seats[seed % len(policy_seats)]
     rules = MatchRules(spec.draw_reward, spec.max_illegal_moves, game.max_moves * 2)
@@ -59,6 +60,7 @@ def game_task(task_id: str, spec: GameSpec, game: Game, seats: list[str], seed: 
             "family": family,
             "game": game.name,
             "seats": list(seats),
+            "policies": spec.policy_names,
             "game_seed": seed,
             "demo_seat": demo_seat,
             "draw_reward": spec.draw_reward,
@@ -74,15 +76,33 @@ def load(cfg: TaskConfig, seed: int) -> TaskSplits:
     train = []
     for i in range(cfg.train_size):
         seats = train_seats[i % len(train_seats)]
-        family = "selfplay" if all(w in spec.policies for w in seats) else "vs-" + "-".join(w for w in seats if w not in spec.policies)
+        family = "selfplay" if all(w in spec.policy_names for w in seats) else "vs-" + "-".join(w for w in seats if w not in spec.policy_names)
         train.append(game_task(f"{game.name}/train/{i}", spec, game, seats, rng.randrange(2**31), family))
     held_out = []
-    for opponent in spec.opponents(game):
-        for seat in range(game.num_players):
-            seats = [opponent] * game.num_players
-            seats[seat] = spec.policies[0]
-            for k in range(spec.eval_games):
-                held_out.append(
-                    game_task(f"{game.name}/eval/{opponent}/{game.roles[seat]}/{k}", spec, game, seats, rng.randrange(2**31), f"vs-{opponent}")
-                )
+    for seats, family, label in eval_seatings(spec, game):
+        for k in range(spec.eval_games):
+            held_out.append(game_task(f"{game.name}/eval/{label}/{k}", spec, game, seats, rng.randrange(2**31), family))
     return TaskSplits(train=train, eval=held_out)
+
+
+def eval_seatings(spec: GameSpec, game: Game) -> list[tuple[list[str], str, str]]:
+    """(seats, family, id label) of every held-out setup: each policy alone against each evaluation
+    opponent in every seat it plays in training (one shared policy: every seat), then the joint games."""
+    names, train_seats = spec.policy_names, spec.seats(game)
+    out = []
+    for opponent in spec.opponents(game):
+        for policy in names:
+            for seat in range(game.num_players):
+                if len(names) > 1 and not any(seats[seat] == policy for seats in train_seats):
+                    continue
+                seats = [opponent] * game.num_players
+                seats[seat] = policy
+                label = f"{opponent}/{game.roles[seat]}" if len(names) == 1 else f"{opponent}/{policy}-{game.roles[seat]}"
+                out.append((seats, f"vs-{opponent}", label))
+    if len(names) > 1 or game.cooperative:
+        joint = [seats for i, seats in enumerate(train_seats) if all(w in names for w in seats) and seats not in train_seats[:i]]
+        if not joint and len(names) == 1:  # a cooperative game's shared policy, with itself
+            joint = [[names[0]] * game.num_players]
+        for seats in joint:
+            out.append((list(seats), "joint", "joint/" + "-".join(seats)))
+    return out

@@ -239,6 +239,10 @@ def start_run(cfg: Config, resuming: bool = False) -> Path:
 def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = None) -> TrainOutcome:
     """The whole recipe; with `resume`, continue the run in cfg.trainer.output_dir from its newest
     checkpoint (or `checkpoint`), producing what the uninterrupted run would have."""
+    from reinforge.run.multi_policy import is_multi_policy, run_multi_policy_training
+
+    if is_multi_policy(cfg):  # several distinct trainable policies: a model, learner and engine each
+        return run_multi_policy_training(cfg, resume, checkpoint)
     run_dir = start_run(cfg, resuming=resume)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
     tokenizer = check_tasks_fit(cfg, tasks)  # prompts and taught turns vs the budgets, before any model
@@ -319,6 +323,13 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
 
 def run_sft_stage(cfg: Config) -> Path:
     """`reinforge sft`: warm up, report held-out greedy accuracy, save to RUN_DIR/warm_start."""
+    from reinforge.run.multi_policy import policy_names
+
+    if len(names := policy_names(cfg)) > 1:
+        raise ConfigError(
+            f"task.params.policies={names}: `reinforge sft` warms up one model; `reinforge train` warms up each of "
+            "several policies on its own seats (RUN_DIR/warm_start/<name>)"
+        )
     run_dir = start_run(cfg)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
     model, tokenizer = build_policy(cfg, tasks, check_tasks_fit(cfg, tasks))

@@ -72,9 +72,14 @@ def plots(rows: list[dict]) -> list[str]:
     rewards = {"reward (total)": series(rows, "rl", "reward")}
     rewards.update({k.split("/")[1]: series(rows, "rl", k) for k in parts})
     held_out = {k: series(rows, "eval", k) for k in ["accuracy"] + [k for k in eval_keys if k.startswith("mean@")]}
+    # Several distinct policies in one run (reinforge.run.multi_policy): one line per policy.
+    policies = [k.split("/")[1] for k in rl_keys if k.startswith("policy/") and k.endswith("/reward") and k.count("/") == 2]
     charts = [
         line_chart("Reward, with each named part", rewards, "reward", "reward"),
         line_chart("Held-out accuracy", held_out, "accuracy", "heldout"),
+        line_chart("Reward per policy", {p: series(rows, "rl", f"policy/{p}/reward") for p in policies}, "reward", "policyreward"),
+        line_chart("Held-out not-lost rate per policy", {p: series(rows, "eval", f"policy/{p}/accuracy") for p in policies},
+                   "rate", "policyheldout"),
         line_chart("KL to the reference policy", {"kl_ref": series(rows, "rl", "kl_ref")}, "KL", "kl"),
         line_chart("Engine vs learner log-prob gap", {
             "mean |Δ log-prob|": series(rows, "rl", "logprob_gap/abs_mean"),

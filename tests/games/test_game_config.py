@@ -34,7 +34,7 @@ def test_the_recipe_passes() -> None:
         (["task.params.train_seats=[[random, minimax]]"], "no trainable policy plays in it"),
         (["task.params.train_seats=[[policy, policy, policy]]"], "tictactoe has 2 seats"),
         (["task.params.policies=[a, b, c]"], "3 trainable policies but tictactoe has 2 players"),
-        (["task.params.policies=[a, b]"], "one shared trainable policy is supported for now"),
+        (["task.params.policies=[a, b]"], "task.params.train_seats[0]=['policy', 'policy']: no trainable policy plays in it (name one of ['a', 'b'])"),
         (["task.params.game=connect_four", "env.max_turns=45", "task.params.eval_opponents=[minimax]"], "minimax searches the whole game tree"),
         (["task.params.max_illegal_moves=0"], "task.params.max_illegal_moves"),
         (["task.params.colour=red"], "task.params.colour"),

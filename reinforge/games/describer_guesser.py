@@ -1,0 +1,79 @@
+"""Describer and guesser: a cooperative game where two roles must communicate (a Lewis signalling game).
+
+The describer sees a secret thing (one of THINGS) and writes a clue: one colour word. The guesser
+sees only the clue, never the secret, and guesses the thing. Both get the same reward: +1 when the
+guess is right, 0 when it is wrong (a loss), and -1 when either forfeits by illegal moves, so a
+wrong guess is still better than no move (Lewis 1969, "Convention"; as an RL benchmark for emergent
+communication, e.g. Lazaridou et al. 2017, "Multi-agent cooperation and the emergence of
+(natural) language").
+
+Any one-to-one code from things to colours lets the pair win every game, so the two players must
+agree on one; the `literal` fixed player (reinforge.games.opponents) uses the things' true colours
+(a strawberry is red), which gives each trained role its own measure: the describer's clue quality
+is its success with the literal guesser, the guesser's accuracy its success with the literal describer.
+
+Hidden information: the secret is in the describer's view only; the guesser's messages hold the
+rules, the list of things and the clue (a test swaps the secret and finds the guesser's tokens unchanged).
+"""
+
+from __future__ import annotations
+
+import random
+
+from reinforge.games.game import Game
+
+# Four things, four colours, each word with its own first letter within its list: a choice is told
+# apart from the first sampled token on, which a tiny model learns to condition on in tens of steps.
+COLOUR_OF = {"cherry": "red", "banana": "yellow", "lime": "green", "sky": "blue"}
+THINGS = tuple(COLOUR_OF)
+COLOURS = tuple(COLOUR_OF.values())
+ROLES = ("describer", "guesser")
+
+
+class DescriberGuesser(Game):
+    """State: (secret thing, clue or "", guess or "")."""
+
+    name = "describer_guesser"
+    roles = ROLES
+    max_moves = 2
+    perfect_information = False
+    cooperative = True
+
+    def initial_state(self, rng: random.Random) -> tuple[str, str, str]:
+        return (rng.choice(THINGS), "", "")
+
+    def to_move(self, state: tuple[str, str, str]) -> int:
+        return 0 if not state[1] else 1
+
+    def legal_moves(self, state: tuple[str, str, str]) -> list[str]:
+        if self.is_over(state):
+            return []
+        return list(COLOURS) if not state[1] else list(THINGS)
+
+    def play(self, state: tuple[str, str, str], move: str) -> tuple[str, str, str]:
+        if move not in self.legal_moves(state):
+            raise ValueError(f"{move!r} is not a legal move now ({self.legal_moves(state)})")
+        secret, clue, _ = state
+        return (secret, move, "") if not clue else (secret, clue, move)
+
+    def is_over(self, state: tuple[str, str, str]) -> bool:
+        return bool(state[2])
+
+    def payoffs(self, state: tuple[str, str, str]) -> tuple[float, float]:
+        shared = 1.0 if state[2] == state[0] else 0.0
+        return (shared, shared)
+
+    def rules(self, player: int) -> str:
+        if player == 0:
+            return "Describe and guess, as a team. You are the describer: give a colour so the guesser finds the secret. Reply with a colour."
+        return "Describe and guess, as a team. You are the guesser: find the secret thing from the clue. Reply with a thing."
+
+    # What decides the move comes last, right before the reply: the secret for the describer, the
+    # clue for the guesser (a tiny model conditions most easily on the nearest tokens).
+    def view(self, state: tuple[str, str, str], player: int) -> str:
+        if player == 0:
+            return f"Colours {' '.join(COLOURS)}. Your clue for {state[0]}:"
+        return f"Things {' '.join(THINGS)}. Your guess for {state[1]}:"
+
+    def announce(self, state: tuple[str, str, str], mover: int, move: str, observer: int) -> str:
+        return "The describer gave its clue." if mover == 0 else f"Guess {move}."

@@ -1,0 +1,105 @@
+"""describer_guesser: its rules, its cooperative results, the literal player, and the secret that
+never reaches the guesser's tokens."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from reinforge.engines.base import Generation, SamplingParams
+from reinforge.games.describer_guesser import COLOUR_OF, COLOURS, THINGS, DescriberGuesser
+from reinforge.games.env import GameEnv
+from reinforge.games.match import Match, MatchRules
+from reinforge.games.opponents import check_opponent, literal
+from reinforge.games.play import GameRun, play_games
+from reinforge.games.registry import get_game
+from reinforge.tasks.task import Task
+
+
+class ScriptEngine:
+    """Answers every row with `script[role]` (the role read from the prompt), closed by the stop token."""
+
+    policy_version = 0
+
+    def __init__(self, tokenizer, stop_id, script):
+        self.tokenizer, self.stop_id, self.script, self.prompts = tokenizer, stop_id, script, []
+
+    def generate(self, prompts, params, seed=None):
+        out = []
+        for prompt in prompts:
+            text = self.tokenizer.decode(prompt)
+            self.prompts.append(text)
+            move = self.script["describer" if "You are the describer" in text else "guesser"]
+            ids = self.tokenizer(move, add_special_tokens=False).input_ids + [self.stop_id]
+            out.append(Generation(ids, [-0.1] * len(ids), "stop", self.policy_version))
+        return out
+
+
+def test_the_describer_clues_then_the_guesser_guesses_and_both_share_the_result() -> None:
+    game = get_game("describer_guesser")
+    assert isinstance(game, DescriberGuesser) and game.cooperative and not game.perfect_information
+    state = ("lime", "", "")
+    assert game.to_move(state) == 0 and game.legal_moves(state) == list(COLOURS)
+    state = game.play(state, "green")
+    assert game.to_move(state) == 1 and game.legal_moves(state) == list(THINGS) and not game.is_over(state)
+    with pytest.raises(ValueError, match="not a legal move"):
+        game.play(state, "green")  # a colour is not a thing
+    right, wrong = game.play(state, "lime"), game.play(state, "sky")
+    assert game.is_over(right) and game.legal_moves(right) == []
+    assert game.payoffs(right) == (1.0, 1.0) and game.payoffs(wrong) == (0.0, 0.0)
+    lost = Match(game, MatchRules(draw_reward=0.5, max_turns=4), wrong)
+    lost.finish_reason = "stop"
+    assert lost.rewards() == [0.0, 0.0] and lost.outcome(0) == lost.outcome(1) == "loss"  # a wrong guess is no draw
+    assert len(set(COLOUR_OF.values())) == len(THINGS)  # a one-to-one code exists: the game can always be won
+
+
+def test_a_forfeit_in_a_cooperative_game_is_a_loss_for_the_whole_team() -> None:
+    match = Match(DescriberGuesser(), MatchRules(max_illegal_moves=2, max_turns=4), ("banana", "", ""))
+    assert match.submit(0, "yellow")
+    assert not match.submit(1, "pear") and match.inbox[1] == ["The describer gave its clue.", "Illegal move, try again."]
+    match.submit(1, "pear")
+    assert match.finish_reason == "illegal_moves"
+    assert match.rewards() == [-1.0, -1.0] and match.outcome(0) == match.outcome(1) == "loss"
+    won = Match(DescriberGuesser(), MatchRules(max_turns=4), ("banana", "", ""))
+    won.submit(0, "yellow"), won.submit(1, "banana")
+    assert won.rewards() == [1.0, 1.0] and won.outcome(0) == won.outcome(1) == "win"
+
+
+def test_the_literal_player_uses_the_true_colours_in_either_seat() -> None:
+    game, rng = DescriberGuesser(), random.Random(0)
+    for thing, colour in COLOUR_OF.items():
+        assert literal(game, (thing, "", ""), 0, rng) == colour
+        assert literal(game, ("sky", colour, ""), 1, rng) == thing  # the guesser reads the clue, not the secret
+    check_opponent("literal", game)
+    with pytest.raises(ValueError, match="literal plays describer_guesser only"):
+        check_opponent("literal", get_game("tictactoe"))
+
+
+def test_the_secret_never_enters_the_guessers_tokens(tokenizer) -> None:
+    env = GameEnv(tokenizer, max_turns=4)
+    meta = {"game": "describer_guesser", "seats": ["describer", "guesser"], "policies": ["describer", "guesser"],
+            "game_seed": 1, "draw_reward": 0.0, "max_illegal_moves": 2, "family": "joint", "demo_seat": 0}
+    task = Task(id="dg", prompt=[{"role": "user", "content": "?"}], answer="", metadata=meta)
+
+    def play(secret):
+        engines = {name: ScriptEngine(tokenizer, env.chat.end_of_turn_id, {"describer": "red", "guesser": "cherry"})
+                   for name in ("describer", "guesser")}
+        run = GameRun(task, 0, ["describer", "guesser"], Match(DescriberGuesser(), MatchRules(max_turns=4), (secret, "", "")),
+                      random.Random(0), policies=("describer", "guesser"))
+        play_games(engines, env.chat, env.decode_response, [run], SamplingParams(4, stop_token_ids=env.stop_token_ids), 0)
+        describer, guesser = run.trajectories(env.chat, 0)
+        assert engines["guesser"].prompts and all("You are the guesser" in p for p in engines["guesser"].prompts)
+        return describer, guesser
+
+    describer_a, guesser_a = play("cherry")
+    describer_b, guesser_b = play("banana")
+    assert guesser_a.token_ids == guesser_b.token_ids  # the guesser cannot tell the two secrets apart
+    assert "Your guess for red:" in tokenizer.decode(guesser_a.token_ids)
+    shown = tokenizer.decode([t for t, sampled in zip(guesser_b.token_ids, guesser_b.loss_mask) if not sampled])
+    for thing in THINGS:  # what the guesser is told names each thing once, in the list of all things
+        assert shown.count(thing) == 1, thing
+    assert describer_a.token_ids != describer_b.token_ids and "Your clue for banana:" in tokenizer.decode(describer_b.token_ids)
+    assert (describer_a.stats["env_reward"], guesser_a.stats["env_reward"]) == (1.0, 1.0)
+    assert (describer_b.stats["env_reward"], guesser_b.stats["env_reward"]) == (0.0, 0.0)
+    assert (describer_b.stats["loss"], guesser_b.stats["loss"]) == (1.0, 1.0)
