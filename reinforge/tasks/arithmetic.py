@@ -89,11 +89,13 @@ def _params(cfg: TaskConfig) -> dict[str, Any]:
             raise ConfigError(f"task.params.digits as a list mixes difficulties: distinct integers in 1..9, got {mixed!r}")
         if params["op"] != "+":
             raise ConfigError("task.params.digits as a list (mixed difficulties) is for op='+'; give one digit count for op='*'")
+        if not 0.0 <= float(params["teacher_accuracy"]) <= 1.0:
+            raise ConfigError(f"task.params.teacher_accuracy must be in [0, 1], got {params['teacher_accuracy']!r}")
         smallest = 10 ** (2 * min(mixed))
-        if cfg.eval_size > smallest * len(mixed) // 4:
+        if cfg.eval_size > smallest * len(mixed) // 2:  # draws of the smallest count stay within half its pairs
             raise ConfigError(
                 f"task.eval_size={cfg.eval_size}: held-out problems would take too many of the {smallest} pairs of "
-                f"{min(mixed)}-digit operands; use task.eval_size <= {smallest * len(mixed) // 4}"
+                f"{min(mixed)}-digit operands; use task.eval_size <= {smallest * len(mixed) // 2}"
             )
         return params
     if not isinstance(mixed, int) or not 1 <= mixed <= 9:
