@@ -186,7 +186,7 @@ class AlgoConfig(Section):
     method: str | None = Field(
         None, description="A named preset of the keys below (reinforge.algos.methods), e.g. dr_grpo, dapo, gspo, ppo; keys set explicitly win."
     )
-    advantage: str = Field("grpo", description="Advantage estimator (reinforge.algos.advantages): grpo, dr_grpo, dr_mas (per agent, for games), rloo, reinforce_pp, reinforce_pp_baseline, gdpo, pass_at_k, gae, or your own by import path.")
+    advantage: str = Field("grpo", description="Advantage estimator (reinforge.algos.advantages): grpo, dr_grpo, dr_mas (per agent, for games), rloo, reinforce_pp, reinforce_pp_baseline, gdpo, pass_at_k, gae, v05_prior (the group mean shrunk toward the prompt-value model's prediction; prompt_value.enabled), or your own by import path.")
     policy_loss: str = Field("ppo_clip", description="Policy loss (reinforge.algos.losses): ppo_clip, gspo, cispo, reinforce, or your own by import path.")
     loss_agg: str = Field("token_mean", description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum, constant (Dr. GRPO).")
     lr: float = Field(1e-4, gt=0, description="Policy learning rate (AdamW).")
@@ -252,6 +252,36 @@ class CriticConfig(Section):
     clip_eps: float | None = Field(0.2, gt=0, description="Value clipping range; None disables.")
     num_bins: int = Field(51, gt=1, description="Bins of the hl_gauss value head.")
     support: tuple[float, float] = Field((-1.5, 1.5), description="Return range covered by the hl_gauss bins.")
+
+
+class PromptValueConfig(Section):
+    """A prompt-value model (V0-style) that predicts the policy's pass rate on a prompt before sampling it
+    (reinforge.prompt_value, docs/value_models.md); it picks prompts (PCL) and can serve as the advantage
+    baseline's prior (algo.advantage=v05_prior)."""
+
+    enabled: bool = Field(False, description="Train a prompt-value model online from every step's groups and log its calibration (value/*).")
+    hidden: int = Field(64, gt=0, description="Width of the value model's hidden layer (an MLP on the policy's detached prompt states and the recent-results summary).")
+    lr: float = Field(3e-3, gt=0, description="Value model learning rate (AdamW).")
+    updates_per_step: int = Field(20, gt=0, description="Gradient steps of the value model per RL step, on the replay buffer of recent groups.")
+    buffer_groups: int = Field(512, gt=0, description="Most recent groups kept to train the value model on (older outcomes describe an older policy).")
+    memory_groups: int = Field(128, gt=0, description="Most recent groups the policy summary is computed from (V0's context of the policy's results).")
+    component: str | None = Field(
+        None, description="Reward component whose score, clipped to [0, 1], is a sample's success; default: the total reward clipped to [0, 1]."
+    )
+    curriculum: Literal["uniform", "pcl", "dump"] = Field(
+        "uniform",
+        description="Which prompts a step samples: uniform (the shuffled order, as without this section); pcl (score prompt_value.pool_factor x the prompts needed and keep those whose predicted pass rate is nearest prompt_value.target; needs enabled); dump (a UCB over the task distributions named by prompt_value.dump_key, by their mean |advantage|).",
+    )
+    pool_factor: int = Field(4, ge=1, le=64, description="PCL: candidates scored per prompt sampled.")
+    target: float = Field(0.5, gt=0, lt=1, description="PCL: the predicted pass rate to pick prompts nearest to (0.5 maximizes a binary reward's variance).")
+    dump_key: str = Field("family", description="DUMP: the task metadata key whose values are the distributions (arithmetic: family, digits).")
+    dump_c: float = Field(1.0, ge=0, description="DUMP: UCB exploration weight c in mean|A| + c sqrt(2 ln N / n).")
+    dump_window: int = Field(64, gt=0, description="DUMP: per distribution, the most recent groups whose mean |advantage| is its learnability.")
+    dump_temperature: float = Field(0.1, gt=0, description="DUMP: softmax temperature over the distributions' UCB scores.")
+    prior_test_z: float | None = Field(
+        2.0, gt=0, description="v05_prior: reject the prior for a group whose empirical mean lies more than z standard errors from it (baseline = the empirical mean); None never rejects."
+    )
+    prior_var_floor: float = Field(0.01, gt=0, description="v05_prior: lower bound of the prior's error variance tau^2.")
 
 
 class RewardComponent(Section):
@@ -381,6 +411,7 @@ class Config(Section):
     env: EnvConfig = Field(default_factory=EnvConfig, description="The environment: single-turn, or multi-turn with tools.")
     algo: AlgoConfig = Field(default_factory=AlgoConfig, description="The RL method: advantages, losses, optimizer. The policy runs with dropout off (eval mode) while it samples, is scored and is updated, so the first update's ratio is exactly 1; supervised warm-up keeps the model's dropout.")
     critic: CriticConfig = Field(default_factory=CriticConfig, description="Learned value function (gae).")
+    prompt_value: PromptValueConfig = Field(default_factory=PromptValueConfig, description="Prompt-value model: predicted pass rates pick prompts (PCL, DUMP) and set baselines (v05_prior).")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward functions and their limits.")
     eval: EvalConfig = Field(default_factory=EvalConfig, description="Held-out evaluation.")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="The run: steps, seed, output.")

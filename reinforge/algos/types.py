@@ -28,6 +28,11 @@ class AdvantageInputs:
     turn_counts: torch.Tensor | None = None  # [N] long, turns of each episode (>= 1)
     # Multi-player episodes (games): which agent (player / role) produced each sample; None otherwise.
     agent_ids: torch.Tensor | None = None  # [N] long
+    # A prompt-value model's prior (v05_prior): each sample's prompt's pass rate predicted before sampling,
+    # the variance tau^2 of that prediction's error, and the z of the test that rejects a contradicted prior.
+    prompt_values: torch.Tensor | None = None  # [N] float64
+    prompt_value_var: torch.Tensor | None = None  # [N] float64
+    prior_test_z: float | None = None
     gamma: float = 1.0
     lam: float = 1.0
     eps: float = 1e-6

@@ -19,6 +19,7 @@ from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.factory import build_env
 from reinforge.import_paths import is_in_memory
 from reinforge.learner.critic_learner import CriticLearner
+from reinforge.prompt_value.config_check import check_curriculum_tasks
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.models import lora
@@ -246,6 +247,7 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
     run_dir = start_run(cfg, resuming=resume)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
     tokenizer = check_tasks_fit(cfg, tasks)  # prompts and taught turns vs the budgets, before any model
+    check_curriculum_tasks(cfg, tasks)  # PCL's pool, DUMP's distributions
     state = found = None
     if resume and (found := ckpt.latest_checkpoint(run_dir, checkpoint)) is not None:
         if cfg.model.lora is not None:  # the checkpoint holds the adapter; the base is the run's own

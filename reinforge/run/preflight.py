@@ -19,6 +19,7 @@ from reinforge.models import lora
 from reinforge.models.tiny_llama import PRESETS, tiny_llama_skeleton
 from reinforge.rewards.builtin import build_component
 from reinforge.tasks.registry import check_task_config
+from reinforge.prompt_value.config_check import check_prompt_value
 from reinforge.telemetry.wandb_sink import wandb_available
 from reinforge.run.task_fit import check_jsonl_texts, check_prompt_lengths  # noqa: F401 - check_prompt_lengths re-exported
 
@@ -38,6 +39,7 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
             f"samples within a group and needs group_size >= {estimator.min_group_size}"
         )
     check_algorithm(cfg)
+    check_prompt_value(cfg, estimator.needs_prompt_values)
     check_rollout_correction(cfg.algo)
     check_schedule(cfg)
     check_device(cfg)

@@ -1,7 +1,9 @@
 """The built-in task family: integer arithmetic, with a difficulty knob and an imperfect teacher.
 
 Addition (`op: "+"`, the default recipe): `digits` sets the difficulty (operands drawn uniformly
-from [0, 10**digits)). Supervised warm-up data comes from a teacher that forgets every carry in a
+from [0, 10**digits)); a list of digit counts (`digits: [1, 2, 3, 4]`) mixes difficulties, each task
+drawing its count uniformly from the list (metadata `digits`: what a curriculum over difficulties, e.g.
+prompt_value.dump_key=digits, groups tasks by). Supervised warm-up data comes from a teacher that forgets every carry in a
 fraction `1 - teacher_accuracy` of its worked answers. A model imitating it learns the format and
 puts real probability on the right answer, but its most likely answer on carry problems is the
 teacher's mistake, so greedy accuracy after warm-up is low. Only a reward that checks the sum can
@@ -36,7 +38,7 @@ def add_without_carry(a: int, b: int) -> int:
     return result
 
 
-def make_task(a: int, b: int, teacher_correct: bool) -> Task:
+def make_task(a: int, b: int, teacher_correct: bool, digits: int | None = None) -> Task:
     answer = a + b
     shown = answer if teacher_correct else add_without_carry(a, b)
     has_carry = add_without_carry(a, b) != answer
@@ -47,7 +49,10 @@ def make_task(a: int, b: int, teacher_correct: bool) -> Task:
         verifier="numeric",
         demonstration=str(shown),
         # Family: carry problems are the ones the teacher gets wrong, so evaluation splits on them.
-        metadata={"a": a, "b": b, "has_carry": has_carry, "family": "carry" if has_carry else "no_carry"},
+        metadata={
+            "a": a, "b": b, "has_carry": has_carry, "family": "carry" if has_carry else "no_carry",
+            **({"digits": digits} if digits is not None else {}),
+        },
     )
 
 
@@ -78,8 +83,23 @@ def _params(cfg: TaskConfig) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"task.params: unknown arithmetic parameter(s) {sorted(unknown)}; valid: {sorted(DEFAULTS)}")
     params = {**DEFAULTS, **cfg.params}
-    if not isinstance(params["digits"], int) or not 1 <= params["digits"] <= 9:
-        raise ConfigError(f"task.params.digits must be an integer in 1..9, got {params['digits']!r}")
+    mixed = params["digits"]
+    if isinstance(mixed, list):
+        if not mixed or not all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= 9 for d in mixed) or len(set(mixed)) != len(mixed):
+            raise ConfigError(f"task.params.digits as a list mixes difficulties: distinct integers in 1..9, got {mixed!r}")
+        if params["op"] != "+":
+            raise ConfigError("task.params.digits as a list (mixed difficulties) is for op='+'; give one digit count for op='*'")
+        if not 0.0 <= float(params["teacher_accuracy"]) <= 1.0:
+            raise ConfigError(f"task.params.teacher_accuracy must be in [0, 1], got {params['teacher_accuracy']!r}")
+        smallest = 10 ** (2 * min(mixed))
+        if cfg.eval_size > smallest * len(mixed) // 2:  # draws of the smallest count stay within half its pairs
+            raise ConfigError(
+                f"task.eval_size={cfg.eval_size}: held-out problems would take too many of the {smallest} pairs of "
+                f"{min(mixed)}-digit operands; use task.eval_size <= {smallest * len(mixed) // 2}"
+            )
+        return params
+    if not isinstance(mixed, int) or not 1 <= mixed <= 9:
+        raise ConfigError(f"task.params.digits must be an integer in 1..9 (or a list of them), got {mixed!r}")
     if not 0.0 <= float(params["teacher_accuracy"]) <= 1.0:
         raise ConfigError(f"task.params.teacher_accuracy must be in [0, 1], got {params['teacher_accuracy']!r}")
     if params["op"] not in ("+", "*"):
@@ -103,6 +123,8 @@ def check(cfg: TaskConfig) -> None:
 
 def load(cfg: TaskConfig, seed: int) -> TaskSplits:
     params = _params(cfg)
+    if isinstance(params["digits"], list):
+        return load_mixed(cfg, params, seed)
     rng = random.Random(seed)
     high_a, high_b = 10 ** params["digits"], 10 ** params["digits_b"]
     if params["op"] == "*":
@@ -131,4 +153,26 @@ def load(cfg: TaskConfig, seed: int) -> TaskSplits:
         pair = draw()
         if pair not in held_out:
             train_tasks.append(make(pair, rng.random()))
+    return TaskSplits(train=train_tasks, eval=eval_tasks)
+
+
+def load_mixed(cfg: TaskConfig, params: dict[str, Any], seed: int) -> TaskSplits:
+    """Addition with a digit count drawn per task from params["digits"]; held-out pairs never train."""
+    rng = random.Random(seed)
+
+    def draw() -> tuple[int, int, int]:
+        digits = rng.choice(params["digits"])
+        return rng.randrange(10**digits), rng.randrange(10**digits), digits
+
+    held_out: dict[tuple[int, int], int] = {}
+    while len(held_out) < cfg.eval_size:
+        a, b, digits = draw()
+        held_out.setdefault((a, b), digits)
+    eval_tasks = [make_task(a, b, True, digits) for (a, b), digits in sorted(held_out.items())]
+    rng.shuffle(eval_tasks)
+    train_tasks = []
+    while len(train_tasks) < cfg.train_size:
+        a, b, digits = draw()
+        if (a, b) not in held_out:
+            train_tasks.append(make_task(a, b, rng.random() < params["teacher_accuracy"], digits))
     return TaskSplits(train=train_tasks, eval=eval_tasks)

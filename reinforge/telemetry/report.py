@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from reinforge.telemetry.jsonl_sink import read_jsonl_metrics
-from reinforge.telemetry.report_plots import line_chart, time_chart
+from reinforge.telemetry.report_plots import line_chart, reliability_chart, time_chart
 from reinforge.telemetry.summary import logged_sft_seconds, run_time_rows
 from reinforge.telemetry.reward_failures import describe_reward_failures, reward_failure_totals
 
@@ -95,8 +95,22 @@ def plots(rows: list[dict]) -> list[str]:
         line_chart("Tool-call rate", {"tool_call_rate": series(rows, "rl", "tool_call_rate")}, "rate", "tools"),
         line_chart("Supervised warm-up loss", {"loss": series(rows, "sft", "loss")}, "loss", "sft", "SFT step"),
         time_chart(phase_seconds(rows), "time"),
+        line_chart("Prompt-value model: Brier score", {
+            "value model": series(rows, "rl", "value/brier"),
+            "batch pass rate as a constant": series(rows, "rl", "value/brier_constant"),
+        }, "Brier score", "brier"),
+        reliability_chart(reliability_points(rows), "reliability"),
     ]
     return [c for c in charts if c is not None]
+
+
+def reliability_points(rows: list[dict]) -> list[tuple[float, float, float]]:
+    """The reliability curve logged at the last step (its counts are cumulative over the run)."""
+    last = next((r for r in reversed(rows) if r.get("stage") == "rl" and "value/brier" in r), None)
+    if last is None:
+        return []
+    bins = sorted(int(k.rsplit("_", 1)[1]) for k in last if k.startswith("value/reliability/n_"))
+    return [(last[f"value/reliability/pred_{b}"], last[f"value/reliability/obs_{b}"], last[f"value/reliability/n_{b}"]) for b in bins]
 
 
 def last_row_per_step(rows: list[dict], stage: str) -> list[dict]:

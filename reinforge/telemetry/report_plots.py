@@ -101,3 +101,20 @@ def time_figure(per_step: Series) -> plt.Figure | None:
 def time_chart(per_step: Series, prefix: str) -> str | None:
     fig = time_figure(per_step)
     return None if fig is None else figure_to_svg(fig, prefix)
+
+
+def reliability_chart(points: list[tuple[float, float, float]], prefix: str) -> str | None:
+    """The prompt-value model's reliability curve: per bin of its prediction, (mean prediction,
+    observed pass rate, samples), with the diagonal a calibrated model lies on. None without points."""
+    if not points:
+        return None
+    fig, ax = _axes("Prompt-value model reliability (whole run)", "predicted pass rate", "observed pass rate")
+    ax.xaxis.set_major_locator(MaxNLocator())
+    ax.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1)
+    xs, ys, ns = zip(*points)
+    ax.plot(xs, ys, marker="o", linewidth=1.4)
+    for x, y, n in points:
+        ax.annotate(f"{int(n)}", (x, y), textcoords="offset points", xytext=(4, -10), fontsize=7, color="#555")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    return figure_to_svg(fig, prefix)

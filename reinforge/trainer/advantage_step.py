@@ -103,7 +103,10 @@ def prepare_batch(
     learner: PolicyLearner | None,
     reference: ReferenceModel | None,
     critic: CriticLearner | None,
+    prompt_prior: dict | None = None,
 ) -> tuple[TrainingBatch, dict[str, float]]:
+    """`prompt_prior`: the prompt-value model's fields of AdvantageInputs (prompt_values, prompt_value_var,
+    prior_test_z), for estimators that declare needs_prompt_values (v05_prior)."""
     batch = collate(trajectories, None, pad_token_id)
     metrics: dict[str, float] = {}
     if algo.drop_void_turns:
@@ -187,6 +190,7 @@ def prepare_batch(
             turn_rewards=turns.rewards,
             turn_counts=turns.counts,
             agent_ids=agent_ids(trajectories),
+            **(prompt_prior or {}),
         ),
         trajectories,
     )

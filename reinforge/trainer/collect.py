@@ -86,6 +86,7 @@ def collect_groups(
     rollout_s = reward_s = 0.0
     metrics: dict[str, float] = {}
     rounds, next_group = 0, 0
+    sampled_tokens = zero_variance_groups = 0  # over every round, the groups dynamic sampling dropped included
     while True:
         rounds += 1
         needed = prompts - count_groups(kept)
@@ -101,6 +102,8 @@ def collect_groups(
         reward_s += time.perf_counter() - t1
         rollout_s += t1 - t0
         next_group += len(batch)
+        sampled_tokens += sum(t.num_sampled_tokens for t in trajectories)
+        zero_variance_groups += len(batch) - len(informative_groups(trajectories))
         if rounds == 1:
             metrics = round_metrics  # the reward curve reports what the policy got, before filtering
         if not dynamic_sampling:
@@ -118,5 +121,8 @@ def collect_groups(
                 kept = trajectories
             break
     kept = first_groups(kept, prompts)
-    metrics = {**metrics, "sampling_rounds": float(rounds), "train_groups": float(count_groups(kept))}
+    metrics = {
+        **metrics, "sampling_rounds": float(rounds), "train_groups": float(count_groups(kept)),
+        "sampled_tokens": float(sampled_tokens), "sampled_zero_variance_group_frac": zero_variance_groups / next_group,
+    }
     return Collected(kept, tasks, metrics, rounds, rollout_s, reward_s)

@@ -45,6 +45,7 @@ from reinforge.run.graceful_stop import GracefulStop
 from reinforge.run.run_errors import RunInterrupted
 from reinforge.trainer.policy_objective import make_policy_objective
 from reinforge.trainer.task_sampler import TaskSampler
+from reinforge.prompt_value.curriculum_sampler import CurriculumSampler, group_abs_advantages, make_task_sampler
 
 PHASES = ("rollout", "reward", "prepare", "update", "eval")
 
@@ -151,7 +152,8 @@ def run_rl(
     max_episode_tokens = episode_token_budget(cfg, parts.learner.model)
     loss_fn = make_policy_objective(algo)
     reward_weights = {c.name: c.weight for c in cfg.reward.components}
-    sampler = TaskSampler(tasks.train, seed=cfg.trainer.seed)
+    # Uniform, or PCL / DUMP with the prompt-value model (prompt_value section; reinforge.prompt_value).
+    sampler = make_task_sampler(tasks.train, cfg.trainer.seed, cfg.prompt_value, parts.learner.model, parts.env)
     result = RLResult()
     eval_max_new = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
     pad = parts.env.tokenizer.pad_token_id
@@ -220,10 +222,15 @@ def run_rl(
             t0 = time.perf_counter()
             prepare_metrics: dict[str, float] = {}
             update_metrics: dict[str, float] = {}
+            value_metrics: dict[str, float] = {}
             if trained:
+                prompt_prior = sampler.prompt_prior(trained) if estimator.needs_prompt_values else None
                 batch, prepare_metrics = prepare_batch(
-                    trained, algo, estimator, reward_weights, pad, parts.learner, parts.reference, parts.critic
+                    trained, algo, estimator, reward_weights, pad, parts.learner, parts.reference, parts.critic, prompt_prior
                 )
+            if isinstance(sampler, CurriculumSampler):  # every group's outcome trains the value model (before the update)
+                abs_advantages = group_abs_advantages(trained, batch.advantages, batch.loss_mask) if trained else None
+                value_metrics = sampler.observe(trajectories, abs_advantages)
             t1 = time.perf_counter()
             for _ in range(algo.epochs if trained else 0):  # nothing left to train on: no update this step
                 order = torch.randperm(len(batch), generator=shuffle)
@@ -243,6 +250,7 @@ def run_rl(
             sampled_tokens = sum(t.num_sampled_tokens for t in trajectories)
             metrics = {
                 **collected.reward_metrics, **drop_metrics, **prepare_metrics, **update_metrics, **staleness, **scheduled.metrics,
+                **value_metrics,
                 "response_length": sampled_tokens / len(trajectories),
                 **episode_metrics(trajectories, tools=hasattr(parts.env, "registry")),
                 "tokens_per_s": sampled_tokens / max(collected.rollout_seconds, 1e-9),

@@ -18,6 +18,7 @@ EXPECTED = {  # name: (min_group_size, needs_critic)
     "gdpo": (2, False),
     "pass_at_k": (2, False),
     "gae": (1, True),
+    "v05_prior": (1, False),
 }
 
 
@@ -58,6 +59,7 @@ def test_every_estimator_runs_on_one_batch() -> None:
         rewards=torch.tensor([1.0, 0.0, 0.0, 1.0]), group_ids=torch.tensor([3, 3, 8, 8]), mask=mask,
         reward_components={"correct": torch.tensor([1.0, 0.0, 0.0, 1.0])}, reward_weights={"correct": 1.0},
         values=torch.full((4, 3), 0.5), pass_k=2,
+        prompt_values=torch.tensor([0.3, 0.3, 0.6, 0.6], dtype=torch.float64), prompt_value_var=torch.full((4,), 0.02, dtype=torch.float64),
         turn_index=torch.where(mask, 0, -1), turn_counts=torch.ones(4, dtype=torch.long),  # one turn each
     )
     for name, spec in ADVANTAGE_ESTIMATORS.items():

@@ -148,9 +148,17 @@ def test_dynamic_sampling_keeps_only_informative_groups(setup, make_scorer, max_
 
     # the reward curve reports the policy's first round, before any filtering
     first_metrics = scorer.calls[0][1]
-    reported = {k: v for k, v in out.reward_metrics.items() if k not in ("sampling_rounds", "train_groups")}
+    counts = ("sampling_rounds", "train_groups", "sampled_tokens", "sampled_zero_variance_group_frac")
+    reported = {k: v for k, v in out.reward_metrics.items() if k not in counts}
     assert reported == first_metrics
     assert first_metrics["reward/correct/frac_nonzero"] > 0
+
+    # every round's tokens and constant groups are counted, the dropped ones included
+    all_sampled = [t for trajs, _ in scorer.calls for t in trajs]
+    assert out.reward_metrics["sampled_tokens"] == sum(t.num_sampled_tokens for t in all_sampled)
+    sampled_groups = sum(len(groups_of(trajs)) for trajs, _ in scorer.calls)
+    constant = sampled_groups - sum(len(informative_groups(trajs)) for trajs, _ in scorer.calls)
+    assert out.reward_metrics["sampled_zero_variance_group_frac"] == constant / sampled_groups
 
 
 def test_dynamic_sampling_with_one_round_only_filters(setup, make_scorer) -> None:

@@ -29,6 +29,7 @@ class EstimatorSpec:
     needs_critic: bool  # the trainer must provide inputs.values (a value model)
     token_rewards: bool = False  # uses inputs.token_rewards (a per-token KL reward) itself
     turn_level: bool = False  # uses inputs.turn_rewards / turn_index (multi-turn credit assignment)
+    needs_prompt_values: bool = False  # the trainer must provide inputs.prompt_values (the prompt-value model, prompt_value.enabled)
 
 
 ADVANTAGE_ESTIMATORS: dict[str, EstimatorSpec] = {}
@@ -36,7 +37,7 @@ ADVANTAGE_ESTIMATORS: dict[str, EstimatorSpec] = {}
 
 def register_advantage(
     name: str, *, min_group_size: int = 1, needs_critic: bool = False, token_rewards: bool = False,
-    turn_level: bool = False,
+    turn_level: bool = False, needs_prompt_values: bool = False,
 ) -> Callable[[Estimator], Estimator]:
     """Register `fn` under `name`; the function itself is returned unchanged."""
     if min_group_size < 1:
@@ -47,7 +48,7 @@ def register_advantage(
         # Re-importing the same module (e.g. importlib.reload) re-registers the same function: allowed.
         if existing is not None and (existing.fn.__module__, existing.fn.__qualname__) != (fn.__module__, fn.__qualname__):
             raise ValueError(f"advantage estimator {name!r} is already registered by {existing.fn.__module__}")
-        ADVANTAGE_ESTIMATORS[name] = EstimatorSpec(name, fn, min_group_size, needs_critic, token_rewards, turn_level)
+        ADVANTAGE_ESTIMATORS[name] = EstimatorSpec(name, fn, min_group_size, needs_critic, token_rewards, turn_level, needs_prompt_values)
         return fn
 
     return decorator
@@ -93,5 +94,6 @@ from reinforge.algos.advantages import (  # noqa: E402,F401
     reinforce_pp,
     rloo,
     turn_rloo,
+    value_prior,
 )
 from reinforge.algos.advantages.grpo import group_normalized_advantages  # noqa: E402,F401

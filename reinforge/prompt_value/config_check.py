@@ -1,0 +1,72 @@
+"""Settings the prompt-value model cannot serve, refused before compute with the reason and the fix."""
+
+from __future__ import annotations
+
+from reinforge.config import Config, ConfigError
+from reinforge.tasks.task import TaskSplits
+
+SUPPORTED_ENVS = ("single_turn", "tool")
+
+
+def check_prompt_value(cfg: Config, needs_prompt_values: bool) -> None:
+    """The config alone (preflight): before tasks or models are loaded."""
+    pv = cfg.prompt_value
+    if needs_prompt_values and not pv.enabled:
+        raise ConfigError(
+            f"algo.advantage={cfg.algo.advantage} shrinks each group's mean toward the prompt-value model's predicted pass rate: "
+            "set prompt_value.enabled=true"
+        )
+    if pv.curriculum == "pcl" and not pv.enabled:
+        raise ConfigError("prompt_value.curriculum=pcl scores candidate prompts with the prompt-value model: set prompt_value.enabled=true")
+    if not pv.enabled and pv.curriculum == "uniform":
+        return
+    what = "prompt_value.enabled=true" if pv.enabled else f"prompt_value.curriculum={pv.curriculum}"
+    if cfg.trainer.schedule == "async" or cfg.trainer.partial_rollouts:
+        raise ConfigError(
+            f"{what} needs trainer.schedule=sync without partial rollouts: the curriculum draws prompts with the value model "
+            "and the latest outcomes, which an async producer or a resumed partial group would see out of step"
+        )
+    if cfg.env.type not in SUPPORTED_ENVS:
+        raise ConfigError(
+            f"{what} serves env.type in {SUPPORTED_ENVS} (one prompt, one outcome per episode); env.type={cfg.env.type} "
+            "splits episodes over agents or players"
+        )
+    if pv.enabled and cfg.algo.dynamic_sampling:
+        raise ConfigError(
+            "prompt_value.enabled=true learns from every group's outcome, and algo.dynamic_sampling=true drops the groups whose "
+            "rewards are all equal before the loop sees them (the value model would learn that no prompt is easy or hopeless); "
+            "use prompt_value.curriculum=pcl instead of dynamic sampling, or disable one of them"
+        )
+    names = [c.name for c in cfg.reward.components]
+    if pv.component is not None and pv.component not in names:
+        raise ConfigError(f"prompt_value.component={pv.component!r} is not a reward component; components: {', '.join(names)}")
+    if needs_prompt_values and (len(names) != 1 or (pv.component is not None and pv.component != names[0])):
+        raise ConfigError(
+            f"algo.advantage={cfg.algo.advantage} puts the predicted pass rate on the reward's scale, so the reward must be the "
+            f"success itself: one 0/1 reward component (got {names}); drop the shaping components or use another estimator"
+        )
+
+
+def check_curriculum_tasks(cfg: Config, tasks: TaskSplits) -> None:
+    """After the tasks are loaded, before any model: the pool and the distributions exist."""
+    pv = cfg.prompt_value
+    if pv.curriculum == "pcl":
+        pool = pv.pool_factor * cfg.rollout.prompts_per_step
+        if pool > len(tasks.train):
+            raise ConfigError(
+                f"prompt_value.pool_factor x rollout.prompts_per_step = {pool} candidates per step, but there are only "
+                f"{len(tasks.train)} training tasks; lower prompt_value.pool_factor"
+            )
+    if pv.curriculum == "dump":
+        missing = next((t for t in tasks.train if pv.dump_key not in t.metadata), None)
+        if missing is not None:
+            raise ConfigError(
+                f"prompt_value.dump_key={pv.dump_key!r}: task {missing.id} has no such metadata key (its keys: "
+                f"{sorted(missing.metadata)}); name a key every training task has"
+            )
+        names = {str(t.metadata[pv.dump_key]) for t in tasks.train}
+        if len(names) < 2:
+            raise ConfigError(
+                f"prompt_value.curriculum=dump chooses among distributions, but every training task has "
+                f"{pv.dump_key}={next(iter(names))!r}; name a key with several values"
+            )

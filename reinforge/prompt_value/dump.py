@@ -1,0 +1,83 @@
+"""DUMP's distribution-level curriculum: a UCB bandit over task distributions, by their learnability.
+
+DUMP (Wang et al., "DUMP: Automated Distribution-Level Curriculum Learning for RL-based LLM
+Post-training", 2025, arXiv:2504.09710). The learnability of a distribution d is the expected absolute
+advantage of its samples, L(d) = E_{x~d} E_{o~pi(.|x)} |A(o)|, estimated over a sliding window of its
+most recent groups. Each distribution's score is the upper confidence bound
+
+    UCB(d) = L_hat(d) + c * sqrt(2 ln N / n_d)
+
+with n_d the groups drawn from d so far and N = sum_d n_d, and distributions are sampled with
+probabilities softmax(UCB / T). A distribution never drawn has an infinite bound: while any is left,
+the draw is uniform over those.
+
+Here a distribution is the set of tasks sharing one value of a metadata key (prompt_value.dump_key;
+arithmetic tasks: `family`, or `digits` with mixed digit counts).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+
+import torch
+
+
+def ucb_scores(learnability: list[float], counts: list[int], c: float) -> list[float]:
+    """UCB(d) = L(d) + c sqrt(2 ln N / n_d); math.inf where n_d = 0."""
+    total = sum(counts)
+    return [
+        math.inf if n == 0 else value + c * math.sqrt(2.0 * math.log(total) / n)
+        for value, n in zip(learnability, counts)
+    ]
+
+
+def sampling_probabilities(scores: list[float], temperature: float) -> list[float]:
+    """softmax(scores / T); uniform over the infinite scores (unvisited distributions) when there are any."""
+    unvisited = [math.isinf(s) for s in scores]
+    if any(unvisited):
+        return [1.0 / sum(unvisited) if u else 0.0 for u in unvisited]
+    return torch.softmax(torch.tensor(scores, dtype=torch.float64) / temperature, 0).tolist()
+
+
+class DistributionBandit:
+    """Sliding-window learnability and draw counts per distribution; draws with its own seeded RNG."""
+
+    def __init__(self, names: list[str], c: float, window: int, temperature: float, seed: int):
+        self.names = names
+        self.c, self.temperature = c, temperature
+        self.windows: dict[str, deque[float]] = {name: deque(maxlen=window) for name in names}
+        self.counts = dict.fromkeys(names, 0)
+        self.rng = random.Random(seed)
+
+    def learnability(self) -> list[float]:
+        return [sum(w) / len(w) if w else 0.0 for w in self.windows.values()]
+
+    def probabilities(self) -> list[float]:
+        return sampling_probabilities(ucb_scores(self.learnability(), list(self.counts.values()), self.c), self.temperature)
+
+    def draw(self, size: int) -> list[str]:
+        """The distribution of each of `size` prompts. Counts grow as prompts are drawn, so a batch
+        spreads over the unvisited distributions instead of taking one of them `size` times."""
+        chosen = []
+        for _ in range(size):
+            name = self.rng.choices(self.names, weights=self.probabilities())[0]
+            self.counts[name] += 1
+            chosen.append(name)
+        return chosen
+
+    def observe(self, name: str, mean_abs_advantage: float) -> None:
+        self.windows[name].append(mean_abs_advantage)
+
+    def state_dict(self) -> dict:
+        return {"windows": {k: list(w) for k, w in self.windows.items()}, "counts": dict(self.counts), "rng": self.rng.getstate()}
+
+    def load_state_dict(self, state: dict) -> None:
+        if sorted(state["counts"]) != sorted(self.names):
+            raise ValueError(f"DUMP state is for distributions {sorted(state['counts'])}, this run has {sorted(self.names)}")
+        for name, values in state["windows"].items():
+            self.windows[name].clear()
+            self.windows[name].extend(values)
+        self.counts = dict(state["counts"])
+        self.rng.setstate(state["rng"])

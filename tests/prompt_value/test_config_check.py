@@ -1,0 +1,65 @@
+"""Settings the prompt-value model cannot serve are refused before compute, with the reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from reinforge.config import ConfigError, load_config
+from reinforge.prompt_value.config_check import check_curriculum_tasks, check_prompt_value
+from reinforge.run.preflight import preflight
+from reinforge.tasks.task import Task, TaskSplits
+
+ONE_REWARD = "reward.components=[{name: correct, fn: verifier}]"
+PCL = ["prompt_value.enabled=true", "prompt_value.curriculum=pcl"]
+
+
+def refused(*overrides: str) -> str:
+    with pytest.raises(ConfigError) as err:
+        preflight(load_config("default", list(overrides)))
+    return str(err.value)
+
+
+def test_the_supported_settings_pass():
+    preflight(load_config("default", [*PCL, ONE_REWARD, "algo.advantage=v05_prior"]))
+    preflight(load_config("default", ["prompt_value.curriculum=dump"]))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        (["algo.advantage=v05_prior", ONE_REWARD], "set prompt_value.enabled=true"),
+        (["prompt_value.curriculum=pcl"], "scores candidate prompts with the prompt-value model"),
+        ([*PCL, "trainer.schedule=async"], "needs trainer.schedule=sync"),
+        ([*PCL, "trainer.partial_rollouts=true"], "needs trainer.schedule=sync"),
+        ([*PCL, "algo.dynamic_sampling=true"], "dynamic sampling"),
+        ([*PCL, "prompt_value.component=nope"], "prompt_value.component='nope' is not a reward component"),
+        ([*PCL, "algo.advantage=v05_prior"], "one 0/1 reward component"),  # the default recipe adds a format bonus
+    ],
+)
+def test_unservable_settings_are_refused_with_the_reason(overrides, reason):
+    assert reason in refused(*overrides)
+
+
+def tasks(n: int, metadata) -> TaskSplits:
+    return TaskSplits(train=[Task(id=str(i), prompt=f"{i}+1=", answer=str(i + 1), metadata=metadata(i)) for i in range(n)], eval=[])
+
+
+def test_a_pool_larger_than_the_training_set_is_refused():
+    cfg = load_config("default", [*PCL, "rollout.prompts_per_step=8", "prompt_value.pool_factor=4"])
+    with pytest.raises(ConfigError, match="32 candidates per step, but there are only 20 training tasks"):
+        check_curriculum_tasks(cfg, tasks(20, lambda i: {}))
+
+
+def test_dump_needs_a_metadata_key_with_several_values():
+    cfg = load_config("default", ["prompt_value.curriculum=dump", "prompt_value.dump_key=digits"])
+    with pytest.raises(ConfigError, match="task 0 has no such metadata key"):
+        check_curriculum_tasks(cfg, tasks(4, lambda i: {"family": "x"}))
+    with pytest.raises(ConfigError, match="every training task has digits='2'"):
+        check_curriculum_tasks(cfg, tasks(4, lambda i: {"digits": 2}))
+    check_curriculum_tasks(cfg, tasks(4, lambda i: {"digits": i % 2 + 1}))
+
+
+def test_episodes_split_over_agents_are_refused():
+    # The env section's own checks run first in preflight (a gateway needs an importable agent): this one directly.
+    with pytest.raises(ConfigError, match="serves env.type in"):
+        check_prompt_value(load_config("default", [*PCL, "env.type=gateway"]), needs_prompt_values=False)
