@@ -1,0 +1,15 @@
+"""Every subpackage of reinforge is listed in pyproject.toml's explicit `packages`, so a wheel or a
+non-editable install (CI's clean clone installs editable, which hides a missing entry) ships it."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_reinforge_package_is_listed_in_pyproject() -> None:
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "reinforge").rglob("__init__.py")}
+    assert found - listed == set(), f"add these to [tool.setuptools] packages in pyproject.toml: {sorted(found - listed)}"
