@@ -4,7 +4,7 @@ TextArena (Guertler et al. 2025; PyPI `textarena`, the optional extra `pip insta
 'reinforge[textarena]'`) is a collection of text games. Its envs hold their own state: `reset`,
 then `step(action_text)` for the player to move, and per-player observation queues that hold
 exactly what each player is told (a Kuhn poker card goes to its holder only). This adapter keeps
-that state in a `ArenaTable` and referees it with `ArenaMatch`, the games referee (games.match)
+that state in an `ArenaTable` and referees it with `ArenaMatch`, the games referee (games.match)
 with textarena as the judge:
 
 - each player's message on its turn is what textarena queued for it since its last turn, each
@@ -196,7 +196,7 @@ def textarena_game(env_id: str) -> TextArenaGame:
             f"textarena game {env_id!r} is not supported; supported (offline, two players): "
             f"{', '.join('textarena:' + k for k in LEGAL_MOVES)}"
         )
-    ta = import_textarena()
+    import_textarena()  # the error naming the extra when it is missing
     from textarena.envs.registration import ENV_REGISTRY
 
     if f"{env_id}-raw" not in ENV_REGISTRY:

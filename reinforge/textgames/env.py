@@ -34,7 +34,10 @@ from reinforge.tasks.task import Task
 from reinforge.textgames.game import Puzzle, TextGame
 from reinforge.textgames.registry import build_game
 from reinforge.textgames.spec import TextGameSpec
-from reinforge.textgames.tasks import illegal_message
+
+
+def illegal_message(feedback: str) -> str:
+    return f"Illegal move: {feedback} Try again."
 
 
 class TextGameEnv:

@@ -28,10 +28,6 @@ def spec_of(cfg: TaskConfig) -> tuple[TextGameSpec, TextGame]:
         raise ConfigError(str(err)) from None
 
 
-def illegal_message(feedback: str) -> str:
-    return f"Illegal move: {feedback} Try again."
-
-
 def demonstration(puzzle: Puzzle, rng: random.Random, noise: float) -> list[dict]:
     """The teacher's game as the messages after the prompt: its moves and the env's answers."""
     messages: list[dict] = []

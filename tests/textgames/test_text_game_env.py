@@ -10,6 +10,7 @@ from reinforge.engines.base import Generation, SamplingParams
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.textgames import tasks as text_game_tasks
 from reinforge.textgames.env import TextGameEnv
+from reinforge.textgames.wordle import feedback
 
 WORDS = ["crane", "abbey", "kebab", "those", "geese", "abide", "speed"]
 
@@ -55,8 +56,6 @@ def test_a_game_in_the_rollout_loop_is_token_exact(tokenizer) -> None:
         return env.chat.observation_ids([{"role": "user", "content": text}])
 
     second = "crane" if secret != "crane" else "abbey"
-    from reinforge.textgames.wordle import feedback
-
     expected = [
         (env.prompt_ids(task), False), (turn("zzzzz"), True), (reply("Illegal move: 'zzzzz' is not in the word list. Try again."), False),
         (turn(second), True), (reply(f"{second} {feedback(secret, second)} 5 left."), False), (turn(secret), True),
@@ -108,15 +107,11 @@ def test_every_episode_of_a_group_plays_the_tasks_puzzle(tokenizer) -> None:
 def test_the_warm_up_lays_out_a_game_as_the_rollout_does(tokenizer) -> None:
     task = load("twenty_questions", {}, teacher_noise=0.5).train[1]
     env = TextGameEnv(tokenizer, max_turns=22)
-    moves = iter(text_game_tasks_moves(task))
+    moves = iter(m["content"] for m in task.demonstration if m["role"] == "assistant")
     engine = ScriptEngine(tokenizer, env.chat.end_of_turn_id, lambda prompt, row: next(moves))
     [t] = rollout_groups(engine, env, [task], 1, sampling(env), seed=1)
     ids, trained = env.sft_example(task)
     assert t.token_ids == ids and t.loss_mask == trained and t.stats["solved"] == 1
-
-
-def text_game_tasks_moves(task) -> list[str]:
-    return [m["content"] for m in task.demonstration if m["role"] == "assistant"]
 
 
 def test_evaluation_reports_success_turns_and_illegal_moves(tokenizer) -> None:
