@@ -18,7 +18,6 @@ frequent words are accepted as guesses), `words` (your own list instead: secrets
 from __future__ import annotations
 
 import random
-from collections import Counter
 
 from reinforge.textgames.game import Attempt, GameOptionsError, Puzzle, TextGame
 from reinforge.textgames.word_list import five_letter_words, is_five_letter_word
@@ -29,12 +28,14 @@ GREEN, YELLOW, GRAY = "G", "Y", "-"
 def feedback(secret: str, guess: str) -> str:
     """Per letter of `guess`: G (right place), Y (elsewhere in the secret, copies counted), - (not)."""
     marks = [GRAY] * len(guess)
-    left = Counter(s for s, g in zip(secret, guess) if s != g)  # the secret's letters not matched in place
+    left: dict[str, int] = {}  # the secret's letters not matched in place, with their counts
     for i, (s, g) in enumerate(zip(secret, guess)):
         if s == g:
             marks[i] = GREEN
+        else:
+            left[s] = left.get(s, 0) + 1
     for i, g in enumerate(guess):
-        if marks[i] != GREEN and left[g] > 0:
+        if marks[i] != GREEN and left.get(g, 0) > 0:
             marks[i] = YELLOW
             left[g] -= 1
     return "".join(marks)
@@ -73,6 +74,7 @@ class WordlePuzzle(Puzzle):
         self.game, self.secret = game, secret
         self.history: list[tuple[str, str]] = []  # (guess, feedback)
         self.moves = 0
+        self._candidates: list[str] | None = None  # the teacher's possible secrets, narrowed guess by guess
 
     @property
     def answer(self) -> str:
@@ -101,6 +103,8 @@ class WordlePuzzle(Puzzle):
         greens_before = self.greens()
         self.history.append((guess, marks))
         self.moves += 1
+        if self._candidates is not None:
+            self._candidates = [w for w in self._candidates if feedback(w, guess) == marks]
         left = self.game.guesses - len(self.history)
         tail = "Solved." if self.solved else ("No guesses left." if left == 0 else f"{left} left.")
         return Attempt(True, f"{guess} {marks} {tail}", progress=(len(self.greens()) - len(greens_before)) / 5)
@@ -114,7 +118,9 @@ class WordlePuzzle(Puzzle):
     def teacher_move(self, rng: random.Random, noise: float) -> str:
         """A possible secret, consistent with all feedback so far (a fair human strategy, not
         optimal), or (with probability `noise`) any possible secret."""
-        candidates = [w for w in self.game.answers if self.consistent(w)]
+        if self._candidates is None:
+            self._candidates = [w for w in self.game.answers if self.consistent(w)]
+        candidates = self._candidates
         if rng.random() < noise or not candidates:
             return rng.choice(self.game.answers)
         return rng.choice(candidates)
