@@ -62,7 +62,7 @@ class ModelConfig(Section):
 
 
 class TaskConfig(Section):
-    source: str = Field("arithmetic", description="Task source: arithmetic | jsonl | hf_dataset | reasoning_gym | game (game setups for env.type=game, docs/games.md), or your own by import path ('pkg.module:load', './tasks.py:load'; docs/extending.md).")
+    source: str = Field("arithmetic", description="Task source: arithmetic | jsonl | hf_dataset | reasoning_gym | game (game setups for env.type=game, docs/games.md) | text_game (puzzles of single-agent text games for env.type=text_game: wordle, twenty_questions, maze; docs/games.md), or your own by import path ('pkg.module:load', './tasks.py:load'; docs/extending.md).")
     dataset: str | None = Field(None, description="reasoning-gym dataset name (source=reasoning_gym).")
     params: dict[str, Any] = Field(default_factory=dict, description="Source parameters (arithmetic knobs, reasoning-gym dataset config).")
     path: str | None = Field(
@@ -140,7 +140,7 @@ class EnvConfig(Section):
 
     type: str = Field(
         "single_turn",
-        description="single_turn: one response per task; tool: multi-turn episodes with tool calls (chat format); game: multi-player text games (task.source=game, docs/games.md); gateway: your agent program written against the OpenAI client (env.agent; docs/gateway.md); or your own env class by import path ('pkg.module:MyEnv', './env.py:MyEnv'; docs/extending.md), or a gym / GEM, SkyRL, TRL or verifiers env by import path (docs/adapters.md).",
+        description="single_turn: one response per task; tool: multi-turn episodes with tool calls (chat format); game: multi-player text games (task.source=game, docs/games.md); text_game: single-agent text games, Wordle, twenty questions, a maze (task.source=text_game, docs/games.md); gateway: your agent program written against the OpenAI client (env.agent; docs/gateway.md); or your own env class by import path ('pkg.module:MyEnv', './env.py:MyEnv'; docs/extending.md), or a gym / GEM, SkyRL, TRL or verifiers env by import path (docs/adapters.md).",
     )
     params: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of your own env class (env.type given by import path).")
     tools: list[str] = Field(

@@ -1,5 +1,6 @@
-"""The environment a config asks for: single-turn, a multi-turn tool env, an agent program through
-the gateway (gateway.env), or the user's own env class by import path (envs.user_env)."""
+"""The environment a config asks for: single-turn, a multi-turn tool env, games (games.env: several
+players; textgames.env: single-agent text games), an agent program through the gateway
+(gateway.env), or the user's own env class by import path (envs.user_env)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from reinforge.gateway.env_config import build_gateway_env, check_gateway_env, c
 from reinforge.envs.user_env import build_user_env, check_user_env
 from reinforge.import_paths import ImportPathError, is_import_path
 
-BUILTIN_ENVS = ("single_turn", "tool", "game", "gateway")
+BUILTIN_ENVS = ("single_turn", "tool", "game", "text_game", "gateway")
 
 
 def tool_registry(cfg: Config) -> ToolRegistry:
@@ -32,8 +33,10 @@ def check_env_config(cfg: Config) -> None:
     env = cfg.env
     if cfg.task.source == "game" and env.type != "game":
         raise ConfigError(f"task.source=game describes games, which only env.type=game plays (env.type={env.type}; docs/games.md)")
+    if cfg.task.source == "text_game" and env.type != "text_game":
+        raise ConfigError(f"task.source=text_game describes puzzles, which only env.type=text_game plays (env.type={env.type}; docs/games.md)")
     for i, component in enumerate(cfg.reward.components):
-        if component.fn == "env_reward" and not is_import_path(env.type) and env.type != "game":
+        if component.fn == "env_reward" and not is_import_path(env.type) and env.type not in ("game", "text_game"):
             raise ConfigError(
                 f"reward.components[{i}] ({component.name}): env_reward is the env's own reward, which env.type={env.type} "
                 "never reports; name an env by import path (a gym / SkyRL / TRL / verifiers env, or your Env class that "
@@ -63,6 +66,11 @@ def check_env_config(cfg: Config) -> None:
 
         check_game_config(cfg)
         return
+    if env.type == "text_game":
+        from reinforge.textgames.config_check import check_text_game_config
+
+        check_text_game_config(cfg)
+        return
     if env.type == "single_turn":
         if env.tools:
             raise ConfigError(f"env.tools={env.tools} but env.type=single_turn never calls tools; set env.type=tool")
@@ -83,6 +91,10 @@ def build_env(cfg: Config, tokenizer: PreTrainedTokenizerBase) -> Env:
         from reinforge.games.env import GameEnv
 
         return GameEnv(tokenizer, cfg.env.max_turns)
+    if cfg.env.type == "text_game":
+        from reinforge.textgames.env import TextGameEnv
+
+        return TextGameEnv(tokenizer, cfg.env.max_turns)
     if cfg.env.type == "single_turn":
         try:
             return SingleTurnEnv(tokenizer, cfg.rollout.prompt_format)

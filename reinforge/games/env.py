@@ -20,7 +20,7 @@ from transformers import PreTrainedTokenizerBase
 from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.chat_format import ChatFormat
 from reinforge.games.game import Game
-from reinforge.games.match import Match, MatchRules
+from reinforge.games.match import MatchRules
 from reinforge.games.play import POLICY, GameRun, play_games
 from reinforge.games.registry import get_game
 from reinforge.rollout.trajectory import Trajectory
@@ -88,9 +88,8 @@ class GameEnv:
         game = self.game(meta["game"])
         rng = random.Random(rng_seed)
         rules = MatchRules(float(meta["draw_reward"]), int(meta["max_illegal_moves"]), self.max_turns)
-        return GameRun(
-            task, group_id, list(meta["seats"]), Match(game, rules, game.initial_state(rng)), rng, policies=trainable_players(task)
-        )
+        return GameRun(task, group_id, list(meta["seats"]), game.new_match(rules, rng), rng,
+                       policies=trainable_players(task))
 
     def play(
         self, engine: Engine | Mapping[str, Engine], tasks: list[Task], games: list[int], params: SamplingParams, seed: int | None,

@@ -73,6 +73,13 @@ class Game(ABC):
     def parse_move(self, text: str) -> str:
         return text.strip()
 
+    def new_match(self, rules, rng: random.Random):
+        """A new game and its referee (games.match.Match); a game whose state lives in another
+        library's env object (games.textarena_game) returns a referee of its own."""
+        from reinforge.games.match import Match
+
+        return Match(self, rules, self.initial_state(rng))
+
     @property
     def max_payoff(self) -> float:
         """The largest payoff a player can get (a forfeit costs the forfeiter this much)."""

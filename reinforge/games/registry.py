@@ -8,6 +8,7 @@ from reinforge.games.game import Game
 from reinforge.games.kuhn_poker import KuhnPoker
 from reinforge.games.tictactoe import TicTacToe
 
+TEXTARENA_PREFIX = "textarena:"
 GAMES: dict[str, type[Game]] = {
     "tictactoe": TicTacToe, "connect_four": ConnectFour, "kuhn_poker": KuhnPoker,
     "describer_guesser": DescriberGuesser,
@@ -15,6 +16,10 @@ GAMES: dict[str, type[Game]] = {
 
 
 def get_game(name: str) -> Game:
+    if name.startswith(TEXTARENA_PREFIX):  # a textarena game by its env id (games.textarena_game)
+        from reinforge.games.textarena_game import textarena_game
+
+        return textarena_game(name[len(TEXTARENA_PREFIX) :])
     if name not in GAMES:
-        raise ValueError(f"unknown game {name!r}; built-in: {', '.join(GAMES)}")
+        raise ValueError(f"unknown game {name!r}; built-in: {', '.join(GAMES)}, or a textarena game as '{TEXTARENA_PREFIX}TicTacToe-v0'")
     return GAMES[name]()

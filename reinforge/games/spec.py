@@ -44,7 +44,7 @@ class PolicyOptions(BaseModel):
 class GameSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    game: str = Field(description="tictactoe | connect_four | kuhn_poker | describer_guesser")
+    game: str = Field(description="tictactoe | connect_four | kuhn_poker | describer_guesser | textarena:<env id> (games.textarena_game)")
     train_seats: list[list[str]] | None = Field(None, description="Per training game, the player of each seat; default: the policy in every seat (self-play).")
     eval_opponents: list[str] | None = Field(None, description="Fixed players the policy meets at every evaluation; default: random, and the game's perfect / equilibrium player (describer_guesser: literal).")
     eval_games: int = Field(20, gt=0, description="Evaluation games per opponent and seat.")

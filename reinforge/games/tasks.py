@@ -14,7 +14,7 @@ import random
 
 from reinforge.config import ConfigError, TaskConfig
 from reinforge.games.game import Game
-from reinforge.games.match import Match, MatchRules
+from reinforge.games.match import MatchRules
 from reinforge.games.opponents import random_legal
 from reinforge.games.spec import GameSpec, GameSpecError, parse_spec
 from reinforge.tasks.task import Task, TaskSplits
@@ -33,7 +33,7 @@ def spec_of(cfg: TaskConfig) -> tuple[GameSpec, Game]:
 
 def demonstration(game: Game, rules: MatchRules, seat: int, rng: random.Random) -> list[dict]:
     """A random-legal game as `seat` sees and plays it: its messages and moves, in chat form."""
-    match = Match(game, rules, game.initial_state(rng))
+    match = game.new_match(rules, rng)
     messages: list[dict] = []
     while not match.over:
         mover = match.to_move

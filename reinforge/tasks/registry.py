@@ -47,6 +47,7 @@ TASK_SOURCES: dict[str, TaskSource] = {
     "hf_dataset": LazySource("reinforge.tasks.hf_dataset_source"),
     "jsonl": LazySource("reinforge.tasks.jsonl_source"),
     "reasoning_gym": LazySource("reinforge.tasks.reasoning_gym_source"),
+    "text_game": LazySource("reinforge.textgames.tasks"),
 }
 
 
