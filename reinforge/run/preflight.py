@@ -20,6 +20,7 @@ from reinforge.models.tiny_llama import PRESETS, tiny_llama_skeleton
 from reinforge.rewards.builtin import build_component
 from reinforge.tasks.registry import check_task_config
 from reinforge.telemetry.wandb_sink import wandb_available
+from reinforge.run.value_heads_check import check_value_heads
 from reinforge.run.task_fit import check_jsonl_texts, check_prompt_lengths  # noqa: F401 - check_prompt_lengths re-exported
 
 
@@ -40,6 +41,7 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
     check_algorithm(cfg)
     check_rollout_correction(cfg.algo)
     check_schedule(cfg)
+    check_value_heads(cfg)
     check_device(cfg)
     for warning in engine_gap_warnings(cfg):
         print(f"reinforge: warning: {warning}", file=sys.stderr)

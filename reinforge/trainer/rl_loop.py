@@ -45,6 +45,7 @@ from reinforge.run.graceful_stop import GracefulStop
 from reinforge.run.run_errors import RunInterrupted
 from reinforge.trainer.policy_objective import make_policy_objective
 from reinforge.trainer.task_sampler import TaskSampler
+from reinforge.trainer.value_heads import build_value_heads
 
 PHASES = ("rollout", "reward", "prepare", "update", "eval")
 
@@ -156,6 +157,7 @@ def run_rl(
     eval_max_new = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
     pad = parts.env.tokenizer.pad_token_id
     shuffle = torch.Generator().manual_seed(cfg.trainer.seed)
+    heads = build_value_heads(cfg, parts.learner.model)  # success head / turn progress (None when off)
 
     def run_eval(step: int) -> dict[str, float]:
         start = time.perf_counter()
@@ -163,6 +165,7 @@ def run_rl(
             parts.engine, parts.env, tasks.eval, eval_max_new, cfg.eval.samples, cfg.rollout.temperature,
             seed=cfg.trainer.seed + 10_000 + step, max_episode_tokens=max_episode_tokens,
             verify=parts.scorer.verify_responses,  # same place and timeout as the training rewards
+            score_samples=heads.response_scores if heads is not None and heads.voting_ready else None,
         )
         with open(run_dir / "eval_samples.jsonl", "a") as eval_file:  # read by `reinforge report`
             eval_file.writelines(json.dumps({"step": step, **r}, default=str) + "\n" for r in records)
@@ -186,7 +189,7 @@ def run_rl(
         first_step = resume_state["step"] + 1
     parts.engine.sync_weights(parts.learner.version)
     schedule = make_schedule(  # sync, or async with bounded staleness (trainer.schedule)
-        cfg, parts.engine, parts.env, parts.learner, parts.scorer, sampler, params, max_episode_tokens, first_step
+        cfg, parts.engine, parts.env, parts.learner, parts.scorer, sampler, params, max_episode_tokens, first_step, heads
     )
     if resume_state is not None:
         schedule.load_state_dict(resume_state.get("schedule"))

@@ -66,6 +66,7 @@ from reinforge.rollout.trajectory import Trajectory
 from reinforge.trainer.collect import Collected, collect_groups, step_seed
 from reinforge.trainer.partial_collect import PartialCollector
 from reinforge.trainer.task_sampler import TaskSampler
+from reinforge.trainer.value_heads import ValueHeadsCollector
 
 
 class StalenessError(RuntimeError):
@@ -92,6 +93,7 @@ class GroupCollector:
     def __init__(self, cfg: Config, env: Env, scorer: RewardScorer, sampler: TaskSampler, params: SamplingParams, max_episode_tokens: int | None):
         self.cfg, self.env, self.scorer, self.sampler = cfg, env, scorer, sampler
         self.params, self.max_episode_tokens = params, max_episode_tokens
+        self.decode_hook = None  # set per step by rollout pruning (reinforge.trainer.value_heads)
 
     def collect(self, engine: Engine, step: int, weights_index: int) -> tuple[Collected, dict[str, float]]:
         cfg = self.cfg
@@ -99,7 +101,7 @@ class GroupCollector:
             engine, self.env, self.scorer, self.sampler, cfg.rollout.prompts_per_step,
             cfg.rollout.group_size, self.params, seed=step_seed(cfg.trainer.seed, step),
             dynamic_sampling=cfg.algo.dynamic_sampling, max_rounds=cfg.algo.max_sampling_rounds,
-            max_episode_tokens=self.max_episode_tokens, env_workers=cfg.env.workers,
+            max_episode_tokens=self.max_episode_tokens, env_workers=cfg.env.workers, decode_hook=self.decode_hook,
         )
         return collected, {}
 
@@ -338,7 +340,9 @@ def make_schedule(
     params: SamplingParams,
     max_episode_tokens: int | None,
     first_step: int,
+    heads=None,
 ) -> SyncSchedule | AsyncSchedule:
+    """`heads` (reinforge.trainer.value_heads): the success head / turn progress, trained on each batch."""
     t = cfg.trainer
     collector: Collector
     if t.partial_rollouts:
@@ -348,6 +352,8 @@ def make_schedule(
         )
     else:
         collector = GroupCollector(cfg, env, scorer, sampler, params, max_episode_tokens)
+        if heads is not None:  # sync only (preflight): the learner's weights are the ones that sampled
+            collector = ValueHeadsCollector(collector, heads, cfg.rollout.group_size)
     bound = t.max_staleness if (t.schedule == "async" or t.partial_rollouts) else 0
     lag = schedule_lag(cfg)
     if lag == 0:
