@@ -17,6 +17,8 @@ docs name: the head learns only from responses it let finish).
 
 from __future__ import annotations
 
+import copy
+
 import torch
 import torch.nn.functional as F
 
@@ -110,7 +112,7 @@ class SuccessHeadLearner:
             loss.backward()
             self.optimizer.step()
         self.steps_trained += 1
-        metrics.update({"success_head/loss": float(loss), "success_head/examples": float(len(self.labels)), "success_head/positive_frac": float(labels.mean())})
+        metrics.update({"success_head/loss": float(loss.detach()), "success_head/examples": float(len(self.labels)), "success_head/positive_frac": float(labels.mean())})
         return metrics
 
     @property
@@ -129,7 +131,7 @@ class SuccessHeadLearner:
 
     def state_dict(self) -> dict:
         return {
-            "head": self.head.state_dict(), "optimizer": self.optimizer.state_dict(), "generator": self.generator.get_state(),
+            "head": self.head.state_dict(), "optimizer": copy.deepcopy(self.optimizer.state_dict()), "generator": self.generator.get_state(),
             "features": self.features.clone(), "labels": self.labels.clone(), "steps_trained": self.steps_trained,
         }
 

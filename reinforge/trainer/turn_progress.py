@@ -28,6 +28,8 @@ of it in `state_dict` for an exact resume).
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
 
@@ -129,10 +131,10 @@ class TurnProgress:
             self.optimizer.zero_grad()
             loss.backward()
             self.optimizer.step()
-        return float(loss)
+        return float(loss.detach())
 
     def state_dict(self) -> dict:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "generator": self.generator.get_state(), "buffer": list(self.buffer)}
+        return {"model": self.model.state_dict(), "optimizer": copy.deepcopy(self.optimizer.state_dict()), "generator": self.generator.get_state(), "buffer": list(self.buffer)}
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
