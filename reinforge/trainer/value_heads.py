@@ -11,10 +11,13 @@ schedule's checkpoint state, so a resumed run continues with the same heads, buf
 from __future__ import annotations
 
 import time
+from pathlib import Path
+
 
 from reinforge.config import Config
 from reinforge.learner.success_head_learner import SuccessHeadLearner
 from reinforge.rollout.trajectory import Trajectory
+from reinforge.run.checkpoint import list_checkpoints, load_state
 from reinforge.trainer.rollout_pruning import PruningHook, pruning_metrics
 from reinforge.trainer.turn_progress import TurnProgress
 
@@ -87,3 +90,28 @@ class ValueHeadsCollector:
     def load_state_dict(self, state: dict) -> None:
         self.inner.load_state_dict(state["inner"])
         self.heads.load_state_dict(state["heads"])
+
+
+def success_head_for_eval(cfg: Config, model_dir: Path, model):
+    """`reinforge eval`: the success head trained with the model being evaluated, as a
+    `score_samples` for `evaluate`, or None (head off, or no checkpoint holds it).
+
+    The head is read from the checkpoint of the same weights: `<run>/final` is the run's last step,
+    whose checkpoint the loop always writes (trainer.checkpoint_every > 0); a checkpoint's own
+    `model/` directory sits beside its state.pt."""
+    if not (cfg.success_head.enabled and cfg.success_head.eval_voting and cfg.eval.samples >= 2):
+        return None
+    if (model_dir.parent / "state.pt").is_file():
+        state_file = model_dir.parent / "state.pt"
+    elif model_dir.name == "final" and (checkpoints := list_checkpoints(model_dir.parent)):
+        state_file = checkpoints[-1] / "state.pt"
+    else:
+        print(f"reinforge: no checkpoint beside {model_dir} holds a success head: voting by the head is not reported")
+        return None
+    heads = load_state(state_file.parent).get("schedule", {}).get("collector", {}).get("heads")
+    if not heads or heads.get("success") is None:
+        print(f"reinforge: {state_file} holds no success head: voting by the head is not reported")
+        return None
+    learner = SuccessHeadLearner(cfg.success_head, model.config.vocab_size, cfg.rollout.max_new_tokens, cfg.trainer.seed)
+    learner.load_state_dict(heads["success"])
+    return lambda trajectories: learner.score_responses(model, trajectories)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from reinforge.config import load_config
+from reinforge.evals.eval_command import run_eval
 from reinforge.run.pipeline import run_sft_stage, run_training
 from run_records import assert_same_run, copy_at_first_checkpoint
 
@@ -38,6 +39,10 @@ def test_pruned_run_resumes_exactly(tmp_path: Path, recorded) -> None:
             assert t.finish_reason != "pruned"
             sizes[t.group_id] = sizes.get(t.group_id, 0) + 1
         assert min(sizes.values()) >= 3
+
+    # `reinforge eval` on the final model reads the head from the last checkpoint and votes with it.
+    report = run_eval(load_config(str(full / "config.yaml"), [f"model.path={full / 'final'}"]), tmp_path / "eval")
+    assert set(report["voting"]) == {"majority@3", "value_best@3", "value_vote@3"}
 
     copy = tmp_path / "copy"
     run_training(load_config(str(copy_at_first_checkpoint(full, copy))), resume=True)
