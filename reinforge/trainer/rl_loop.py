@@ -45,7 +45,7 @@ from reinforge.run.graceful_stop import GracefulStop
 from reinforge.run.run_errors import RunInterrupted
 from reinforge.trainer.policy_objective import make_policy_objective
 from reinforge.trainer.task_sampler import TaskSampler
-from reinforge.trainer.value_heads import build_value_heads
+from reinforge.trainer.value_heads import ValueHeadsCollector, build_value_heads
 
 PHASES = ("rollout", "reward", "prepare", "update", "eval")
 
@@ -189,8 +189,10 @@ def run_rl(
         first_step = resume_state["step"] + 1
     parts.engine.sync_weights(parts.learner.version)
     schedule = make_schedule(  # sync, or async with bounded staleness (trainer.schedule)
-        cfg, parts.engine, parts.env, parts.learner, parts.scorer, sampler, params, max_episode_tokens, first_step, heads
+        cfg, parts.engine, parts.env, parts.learner, parts.scorer, sampler, params, max_episode_tokens, first_step
     )
+    if heads is not None:  # sync schedule only (preflight): the learner's weights are the ones that sampled
+        schedule.collector = ValueHeadsCollector(schedule.collector, heads, cfg.rollout.group_size)
     if resume_state is not None:
         schedule.load_state_dict(resume_state.get("schedule"))
     updates_per_step = algo.epochs * algo.mini_batches

@@ -66,7 +66,6 @@ from reinforge.rollout.trajectory import Trajectory
 from reinforge.trainer.collect import Collected, collect_groups, step_seed
 from reinforge.trainer.partial_collect import PartialCollector
 from reinforge.trainer.task_sampler import TaskSampler
-from reinforge.trainer.value_heads import ValueHeadsCollector
 
 
 class StalenessError(RuntimeError):
@@ -340,9 +339,7 @@ def make_schedule(
     params: SamplingParams,
     max_episode_tokens: int | None,
     first_step: int,
-    heads=None,
 ) -> SyncSchedule | AsyncSchedule:
-    """`heads` (reinforge.trainer.value_heads): the success head / turn progress, trained on each batch."""
     t = cfg.trainer
     collector: Collector
     if t.partial_rollouts:
@@ -352,8 +349,6 @@ def make_schedule(
         )
     else:
         collector = GroupCollector(cfg, env, scorer, sampler, params, max_episode_tokens)
-        if heads is not None:  # sync only (preflight): the learner's weights are the ones that sampled
-            collector = ValueHeadsCollector(collector, heads, cfg.rollout.group_size)
     bound = t.max_staleness if (t.schedule == "async" or t.partial_rollouts) else 0
     lag = schedule_lag(cfg)
     if lag == 0:
