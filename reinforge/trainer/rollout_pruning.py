@@ -62,12 +62,12 @@ class PruningHook:
         if check.step <= self._step:  # a new generate call (another turn or round): forget the last one
             self._last = {}
         self._step = check.step
-        logprobs = check.logprobs.float()
+        logprobs = check.logprobs.float().cpu()  # the head lives on the CPU; [L, V] logits are small
         count = torch.full((len(check.rows),), check.step)
         features = prefix_features(
-            check.logits, logprobs.sum(1), logprobs.min(1).values, count, self.learner.budget, torch.zeros(len(count), dtype=torch.bool)
+            check.logits.cpu(), logprobs.sum(1), logprobs.min(1).values, count, self.learner.budget, torch.zeros(len(count), dtype=torch.bool)
         )
-        predicted = self.learner.head.probability(features.cpu()).tolist()
+        predicted = self.learner.head.probability(features).tolist()
         rows = check.rows.cpu().tolist()
         self._last.update(zip(rows, predicted))
         finished, pruned = check.finished.cpu(), check.pruned.cpu()
