@@ -45,40 +45,35 @@ def test_pruning_never_empties_a_group_below_its_minimum_nor_prunes_a_predicted_
             assert sum(p < tau for p in [*live, *done] if p is not None) - len(chosen) >= 1
 
 
-class ConstantHead:
-    """Stands in for a SuccessHeadLearner: the head predicts by row parity (even rows fail)."""
+class ParityHead:
+    """Stands in for a SuccessHeadLearner: even rows are predicted to fail (0.1), odd rows to succeed (0.9)."""
 
-    def __init__(self, cfg: SuccessHeadConfig, group_size: int):
-        self.cfg, self.budget, self.group_size = cfg, 8, group_size
-        self.head = self
-        self.rows: torch.Tensor | None = None
+    def __init__(self, cfg: SuccessHeadConfig):
+        self.cfg, self.budget, self.head = cfg, 8, self
+        self.rows = torch.zeros(0, dtype=torch.long)
 
     def probability(self, features: torch.Tensor) -> torch.Tensor:
-        return torch.tensor([0.1 if r % 2 == 0 else 0.9 for r in self.rows.tolist()])
+        assert len(features) == len(self.rows)
+        return torch.where(self.rows % 2 == 0, 0.1, 0.9)
 
 
-def test_pruning_hook_keeps_groups_balanced_in_the_engine(sharp_nano_model, tokenizer) -> None:
-    cfg = SuccessHeadConfig(enabled=True, prune=True, check_every=2, min_group_size=2)
-    fake = ConstantHead(cfg, group_size=4)
-    hook = PruningHook(fake, group_size=4)
-    original = hook.__call__
+class ParityHook(PruningHook):
+    def __call__(self, check):
+        self.learner.rows = check.rows  # the fake head predicts from the row number
+        return super().__call__(check)
 
-    def call(check):
-        fake.rows = check.rows
-        return original(check)
 
-    hook_fn = type("Hook", (), {"every": 2, "__call__": lambda self, check: call(check)})()
+@pytest.mark.parametrize("target_ratio, reasons", [
+    (0.5, ["length"] * 4),  # two predicted successes per group keep both predicted failures
+    (0.75, ["pruned", "length", "length", "length"]),  # ceil(2 * 0.25 / 0.75) = 1 failure kept: of the two tied at 0.1, the first goes
+])
+def test_pruning_hook_balances_each_group_in_the_engine(sharp_nano_model, tokenizer, target_ratio, reasons) -> None:
+    cfg = SuccessHeadConfig(enabled=True, prune=True, check_every=2, min_group_size=2, target_ratio=target_ratio)
+    hook = ParityHook(ParityHead(cfg), group_size=4)
     prompts = [tokenizer("12+3=").input_ids] * 4 + [tokenizer("7+8=").input_ids] * 4
-    out = TorchEngine(sharp_nano_model, tokenizer.pad_token_id).generate(prompts, SamplingParams(6, 1.0), seed=0, decode_hook=hook_fn)
-    # Per group of 4: two predicted successes (odd rows) keep two failures: nothing pruned at all.
-    assert [g.finish_reason for g in out] == ["length"] * 8
-
-    cfg.target_ratio = 0.75  # S * (1 - rho) / rho = 2/3 -> keep one failure: prune one even row per group
-    hook2 = PruningHook(fake, group_size=4)
-    hook_fn2 = type("Hook", (), {"every": 2, "__call__": lambda self, check: (setattr(fake, "rows", check.rows), hook2(check))[1]})()
-    out = TorchEngine(sharp_nano_model, tokenizer.pad_token_id).generate(prompts, SamplingParams(6, 1.0), seed=0, decode_hook=hook_fn2)
-    assert [g.finish_reason for g in out] == ["pruned", "length", "length", "length"] * 2
-    assert [len(g.token_ids) for g in out][:2] == [2, 6]
+    out = TorchEngine(sharp_nano_model, tokenizer.pad_token_id).generate(prompts, SamplingParams(6, 1.0), seed=0, decode_hook=hook)
+    assert [g.finish_reason for g in out] == reasons * 2
+    assert [len(g.token_ids) for g in out] == [2 if r == "pruned" else 6 for r in reasons * 2]
 
 
 def test_engine_features_equal_the_teacher_forced_features_the_head_trains_on(sharp_nano_model, arithmetic_prompts, tokenizer) -> None:
