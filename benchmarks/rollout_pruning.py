@@ -1,8 +1,8 @@
 """Rollout pruning (ARRoL) vs none: sampled tokens and held-out accuracy, from one warm start.
 
-The workload: mixed-difficulty addition, each problem's operands with 1, 2, 3 or 4 digits (a
-quarter each), from a teacher that drops the carry in 60% of its worked answers (as in the default
-recipe). One supervised warm start (`micro` model) is shared; then, per seed, the same number of
+The workload: mixed-difficulty addition, each problem's operands with 1 to `--max-digits` digits
+(equally often), from a teacher that drops the carry in a fraction 1 - `--teacher-accuracy` of its
+worked answers (0.6 by default, as in the default recipe). One supervised warm start (`micro` model) is shared; then, per seed, the same number of
 GRPO steps with and without `success_head.prune` (the head trains in both pruned runs from the
 first step and may prune from step `--warmup`). Reported per variant, as mean (min..max) over seeds:
 
@@ -15,7 +15,8 @@ first step and may prune from step `--warmup`). Reported per variant, as mean (m
   rollout s   seconds in the rollout phase (engine), and the head's own time (teacher-forced
               features + training) per run
 
-    python benchmarks/rollout_pruning.py [--seeds 0,1,2] [--steps 40] [--sft-steps 1000] [--json PATH]
+    python benchmarks/rollout_pruning.py [--seeds 0,1,2] [--steps 40] [--sft-steps 1000] [--max-digits 4]
+        [--teacher-accuracy 0.4] [--sft-lr 0.001] [--json PATH]
 """
 
 from __future__ import annotations
@@ -42,13 +43,13 @@ def operand(rng: random.Random, digits: int) -> int:
     return rng.randrange(10 ** (digits - 1) if digits > 1 else 0, 10**digits)
 
 
-def write_tasks(directory: Path, train_size: int, eval_size: int, seed: int = 0) -> tuple[Path, Path]:
+def write_tasks(directory: Path, train_size: int, eval_size: int, max_digits: int, teacher_accuracy: float, seed: int = 0) -> tuple[Path, Path]:
     rng = random.Random(seed)
     seen: set[tuple[int, int]] = set()
 
     def problem() -> tuple[int, int, int]:
         while True:
-            digits = rng.randint(1, 4)
+            digits = rng.randint(1, max_digits)
             a, b = operand(rng, digits), operand(rng, digits)
             if (a, b) not in seen:
                 seen.add((a, b))
@@ -62,17 +63,17 @@ def write_tasks(directory: Path, train_size: int, eval_size: int, seed: int = 0)
     with train_path.open("w") as f:
         for i in range(train_size):
             a, b, d = problem()
-            shown = str(a + b if rng.random() < 0.4 else add_without_carry(a, b))
+            shown = str(a + b if rng.random() < teacher_accuracy else add_without_carry(a, b))
             f.write(json.dumps({"id": f"t{i}", "prompt": f"{a}+{b}=", "answer": a + b, "verifier": "numeric", "solution": shown, "family": f"{d}digit"}) + "\n")
     return train_path, eval_path
 
 
-def base_overrides(train: Path, eval_: Path, steps: int) -> list[str]:
+def base_overrides(train: Path, eval_: Path, steps: int, sft_lr: float) -> list[str]:
     return [
         "task.source=jsonl", f"task.path={train}", f"task.eval_path={eval_}", "model.preset=micro",
         f"rollout.max_new_tokens={MAX_NEW_TOKENS}", f"rollout.prompts_per_step={PROMPTS}", f"rollout.group_size={GROUP}",
         "reward.components=[{name: correct, fn: verifier, weight: 1.0}]", "rollout.temperature=1.0",
-        "sft.batch_size=64", "sft.lr=0.001", "sft.warmup_steps=100", "algo.advantage=grpo", "algo.lr=0.0002", "algo.clip_eps=0.2",
+        "sft.batch_size=64", f"sft.lr={sft_lr}", "sft.warmup_steps=100", "algo.advantage=grpo", "algo.lr=0.0002", "algo.clip_eps=0.2",
         f"trainer.steps={steps}", f"eval.every={steps}", "eval.samples=4", "trainer.checkpoint_every=0", "trainer.threads=1",
         "telemetry.progress=false", "telemetry.tensorboard=false", "telemetry.wandb='off'",
     ]
@@ -107,6 +108,9 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2", help="RL seeds (the warm start is shared)")
     parser.add_argument("--steps", type=int, default=40, help=f"RL steps per run (x {PROMPTS * GROUP} rollouts)")
     parser.add_argument("--sft-steps", type=int, default=1000, help="supervised warm-up steps (shared)")
+    parser.add_argument("--max-digits", type=int, default=4, help="operands have 1..max-digits digits (equally often)")
+    parser.add_argument("--teacher-accuracy", type=float, default=0.4, help="fraction of warm-up answers with the carry right")
+    parser.add_argument("--sft-lr", type=float, default=0.001, help="supervised warm-up learning rate")
     parser.add_argument("--eval-size", type=int, default=400, help="held-out problems")
     parser.add_argument("--warmup", type=int, default=5, help="RL steps the success head trains before it prunes")
     parser.add_argument("--check-every", type=int, default=2, help="decode steps between pruning checks")
@@ -124,8 +128,8 @@ def main() -> None:
     results: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        train, eval_ = write_tasks(tmp, 20000, args.eval_size)
-        base = base_overrides(train, eval_, args.steps)
+        train, eval_ = write_tasks(tmp, 20000, args.eval_size, args.max_digits, args.teacher_accuracy)
+        base = base_overrides(train, eval_, args.steps, args.sft_lr)
         started = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()):
             warm = run_sft_stage(load_config("default", [*base, f"sft.steps={args.sft_steps}", f"trainer.output_dir={tmp / 'sft'}"]))
@@ -140,7 +144,8 @@ def main() -> None:
                 results[name].append(measure(run_dir))
                 print(f"  seed {seed} {name}: {time.perf_counter() - started:.0f} s", flush=True)
 
-    print(f"\n{len(seeds)} seeds x {args.steps} GRPO steps x {PROMPTS * GROUP} rollouts, max {MAX_NEW_TOKENS} new tokens, checks every {args.check_every}")
+    print(f"\n1..{args.max_digits}-digit addition, teacher accuracy {args.teacher_accuracy}, {args.sft_steps} SFT steps at lr {args.sft_lr}")
+    print(f"{len(seeds)} seeds x {args.steps} GRPO steps x {PROMPTS * GROUP} rollouts, max {MAX_NEW_TOKENS} new tokens, checks every {args.check_every}")
     print(f"(1-minute load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores)\n")
     base_tokens = [r["tokens"] for r in results["no pruning"]]
     for name, runs in results.items():

@@ -61,8 +61,7 @@ def trajectory_features(model, trajectories: list[Trajectory], every: int, budge
                 logprobs = torch.tensor(t.behaviour_logprobs[prompt:], dtype=torch.float32)
                 positions = [length] if whole_only else check_positions(length, every)
                 s = torch.tensor(positions)
-                sums = torch.stack([logprobs[:k].sum() for k in positions])
-                mins = torch.stack([logprobs[:k].min() for k in positions])
+                sums, mins = logprobs.cumsum(0)[s - 1], logprobs.cummin(0).values[s - 1]  # over the first s tokens
                 feats.append(prefix_features(logits[row, prompt + s - 1], sums, mins, s, budget, s == length))
                 owners += [start + row] * len(positions)
     finally:
