@@ -3,8 +3,9 @@
 The workload: mixed-difficulty addition, each problem's operands with 1 to `--max-digits` digits
 (equally often), from a teacher that drops the carry in a fraction 1 - `--teacher-accuracy` of its
 worked answers (0.6 by default, as in the default recipe). One supervised warm start (`micro` model) is shared; then, per seed, the same number of
-GRPO steps with and without `success_head.prune` (the head trains in both pruned runs from the
-first step and may prune from step `--warmup`). Reported per variant, as mean (min..max) over seeds:
+GRPO steps without pruning, with `success_head.prune` at its defaults (prune predicted failures,
+p < 0.5, down to 2 rows per group), and conservatively (p < 0.2, at least half the group kept).
+The head trains in the pruned runs from the first step and may prune from step `--warmup`. Reported per variant, as mean (min..max) over seeds:
 
   tokens      every token the engine sampled in RL (pruned rollouts' tokens included)
   saved       1 - tokens / tokens of the unpruned run of the same seed
@@ -45,24 +46,27 @@ def operand(rng: random.Random, digits: int) -> int:
 
 def write_tasks(directory: Path, train_size: int, eval_size: int, max_digits: int, teacher_accuracy: float, seed: int = 0) -> tuple[Path, Path]:
     rng = random.Random(seed)
-    seen: set[tuple[int, int]] = set()
+    held_out: set[tuple[int, int]] = set()
 
-    def problem() -> tuple[int, int, int]:
+    def problem(training: bool) -> tuple[int, int, int]:
+        # Held-out problems are distinct and never trained on; training problems may repeat (there
+        # are only 100 one-digit pairs, and every difficulty must be trained on equally often).
         while True:
             digits = rng.randint(1, max_digits)
             a, b = operand(rng, digits), operand(rng, digits)
-            if (a, b) not in seen:
-                seen.add((a, b))
+            if (a, b) not in held_out:
+                if not training:
+                    held_out.add((a, b))
                 return a, b, digits
 
     eval_path, train_path = directory / "eval.jsonl", directory / "train.jsonl"
     with eval_path.open("w") as f:
         for i in range(eval_size):
-            a, b, d = problem()
+            a, b, d = problem(training=False)
             f.write(json.dumps({"id": f"e{i}", "prompt": f"{a}+{b}=", "answer": a + b, "verifier": "numeric", "family": f"{d}digit"}) + "\n")
     with train_path.open("w") as f:
         for i in range(train_size):
-            a, b, d = problem()
+            a, b, d = problem(training=True)
             shown = str(a + b if rng.random() < teacher_accuracy else add_without_carry(a, b))
             f.write(json.dumps({"id": f"t{i}", "prompt": f"{a}+{b}=", "answer": a + b, "verifier": "numeric", "solution": shown, "family": f"{d}digit"}) + "\n")
     return train_path, eval_path
@@ -122,6 +126,11 @@ def main() -> None:
         "pruning": [
             "success_head.enabled=true", "success_head.prune=true", f"success_head.warmup_steps={args.warmup}",
             f"success_head.check_every={args.check_every}",
+        ],
+        # Prunes only confident failures and keeps half of each group.
+        "pruning, conservative": [
+            "success_head.enabled=true", "success_head.prune=true", f"success_head.warmup_steps={args.warmup}",
+            f"success_head.check_every={args.check_every}", "success_head.fail_below=0.2", f"success_head.min_group_size={GROUP // 2}",
         ],
     }
     load_before = os.getloadavg()[0]
