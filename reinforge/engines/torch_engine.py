@@ -172,12 +172,12 @@ class TorchEngine:
             if decode_hook is not None and step and step % decode_hook.every == 0:
                 live = alive.nonzero().squeeze(1)
                 check = DecodeCheck(step, rows[live], logits[live], out_logprobs[rows[live], :step], finished.clone(), pruned.clone())
-                cut = live[decode_hook(check).to(device)]
-                if len(cut):
+                stopping = live[decode_hook(check).to(device)]  # entries, like `alive`
+                if len(stopping):
                     dense = False
-                    lengths[rows[cut]] = step
-                    pruned[rows[cut]] = True
-                    alive[cut] = False
+                    lengths[rows[stopping]] = step
+                    pruned[rows[stopping]] = True
+                    alive[stopping] = False
                     if not alive.any():
                         break
             next_tokens, next_logprobs = sample_next(logits, params, generator)
