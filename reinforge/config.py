@@ -402,6 +402,34 @@ class WorkersConfig(Section):
     learners: int = Field(1, ge=1, description="Policy learner processes: above 1, the update runs data-parallel over torch.distributed (gloo on CPU, NCCL on GPU); this process is rank 0 and runs the rest of the loop. The update equals the single-process one up to float summation order.")
 
 
+class SuccessHeadConfig(Section):
+    """A head that predicts success from a partial response (ARRoL, docs/rollout_pruning.md): prunes rollouts, votes at evaluation."""
+
+    enabled: bool = Field(False, description="Train the success head online from each step's scored responses (single-turn envs, torch engine, sync schedule).")
+    prune: bool = Field(False, description="Stop rollouts the head predicts will fail, keeping each group balanced; pruned rollouts leave the loss (not scored) and are counted in prune/*.")
+    check_every: int = Field(4, gt=0, description="Decode steps between pruning checks (the head's training prefixes are the same steps).")
+    min_group_size: int = Field(2, ge=2, description="Pruning never leaves a group with fewer unpruned rollouts than this (at most rollout.group_size).")
+    target_ratio: float = Field(0.5, gt=0, lt=1, description="ARRoL's rho: pruning keeps at least S * (1 - rho) / rho predicted failures per group (S: predicted successes), and at least one.")
+    fail_below: float = Field(0.5, gt=0, lt=1, description="A prefix whose predicted success is below this is a predicted failure.")
+    success_reward: float = Field(1.0, description="A response counts as a success for the head when its reward reaches this.")
+    warmup_steps: int = Field(5, ge=0, description="RL steps the head trains before it may prune.")
+    hidden: int = Field(0, ge=0, description="Hidden width of the head's MLP; 0: a linear probe.")
+    lr: float = Field(0.01, gt=0, description="Adam learning rate of the head.")
+    train_steps: int = Field(20, gt=0, description="Adam steps on the example buffer after each RL step.")
+    buffer_size: int = Field(4096, gt=0, description="Most recent (prefix, outcome) examples kept for training (saved in checkpoints).")
+    eval_voting: bool = Field(True, description="Evaluation also reports majority voting and best-of-n / weighted voting by the head over the eval.samples (needs eval.samples >= 2).")
+
+
+class ProgressConfig(Section):
+    """SPA stepwise progress attribution for multi-turn envs (docs/rollout_pruning.md): per-turn rewards whose sum is the outcome."""
+
+    enabled: bool = Field(False, description="Train a per-turn progress estimator and give its increments to the turn-level estimators as per-turn rewards (multi-turn envs only).")
+    lr: float = Field(0.01, gt=0, description="Adam learning rate of the progress estimator.")
+    dim: int = Field(32, gt=0, description="Width of the estimator's token-embedding trunk.")
+    train_steps: int = Field(20, gt=0, description="Adam steps on the episode buffer after each RL step.")
+    buffer_size: int = Field(1024, gt=0, description="Most recent episodes kept for training (saved in checkpoints).")
+
+
 class Config(Section):
     model: ModelConfig = Field(default_factory=ModelConfig, description="The policy model.")
     task: TaskConfig = Field(default_factory=TaskConfig, description="Where training and held-out tasks come from.")
@@ -417,6 +445,8 @@ class Config(Section):
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="The run: steps, seed, output.")
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig, description="Progress display and metric sinks.")
     workers: WorkersConfig = Field(default_factory=WorkersConfig, description="Rollout and reward workers on Ray (scaling out).")
+    success_head: SuccessHeadConfig = Field(default_factory=SuccessHeadConfig, description="Success prediction from partial responses: rollout pruning and value-guided voting (ARRoL).")
+    progress: ProgressConfig = Field(default_factory=ProgressConfig, description="Per-turn progress rewards for multi-turn agents (SPA-RL).")
 
     @field_validator("reward")
     @classmethod

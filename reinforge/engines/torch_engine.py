@@ -22,6 +22,7 @@ from transformers import PreTrainedModel
 
 from reinforge.engines import llama_decoder
 from reinforge.engines.base import Generation, SamplingParams
+from reinforge.engines.decode_hook import DecodeCheck, DecodeHook
 from reinforge.engines.sampling import sample_next
 from reinforge.models.lora import inference_copy, is_lora_model, merged_state_dict
 
@@ -107,17 +108,22 @@ class TorchEngine:
         seed: int | None = None,
         budgets: list[int] | None = None,
         stop_when: Callable[[torch.Tensor], bool] | None = None,
+        decode_hook: DecodeHook | None = None,
     ) -> list[Generation]:
         """`budgets` (optional): each row's own cap on new tokens (<= params.max_new_tokens).
         `stop_when` (optional, partial rollouts): called with the rows finished so far (bool [rows])
         each time a row finishes; when it returns True sampling ends and the unfinished rows come
-        back with what they sampled, finish reason "aborted"."""
+        back with what they sampled, finish reason "aborted".
+        `decode_hook` (optional, rollout pruning): called every `decode_hook.every` decode steps
+        (reinforge.engines.decode_hook); the rows it stops come back with finish reason "pruned"."""
         if not prompts:
             return []
         if any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
         if budgets is not None and (len(budgets) != len(prompts) or min(budgets) < 1):
             raise ValueError("budgets needs one positive token budget per prompt")
+        if decode_hook is not None and len(prompts) > self.max_batch_size:  # its rows index the call's prompts
+            raise ValueError(f"decode_hook needs all {len(prompts)} prompts in one batch (max_batch_size={self.max_batch_size})")
         if stop_when is not None and len(prompts) > self.max_batch_size:
             raise ValueError(f"stop_when needs all {len(prompts)} prompts in one batch (max_batch_size={self.max_batch_size})")
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
@@ -128,13 +134,13 @@ class TorchEngine:
             for start in range(0, len(prompts), self.max_batch_size):
                 end = start + self.max_batch_size
                 row_budgets = None if budgets is None else budgets[start:end]
-                results += self._generate_batch(prompts[start:end], params, generator, row_budgets, stop_when)
+                results += self._generate_batch(prompts[start:end], params, generator, row_budgets, stop_when, decode_hook)
             return results
         finally:
             self.model.train(was_training)
 
     @torch.inference_mode()
-    def _generate_batch(self, prompts, params: SamplingParams, generator, budgets=None, stop_when=None) -> list[Generation]:
+    def _generate_batch(self, prompts, params: SamplingParams, generator, budgets=None, stop_when=None, decode_hook=None) -> list[Generation]:
         decoder = self._get_decoder()
         device = next(self.model.parameters()).device
         batch, width = len(prompts), max(len(p) for p in prompts)
@@ -159,9 +165,21 @@ class TorchEngine:
             lengths = limit.clone()
         finished = torch.zeros(batch, dtype=torch.bool, device=device)  # rows done (stop token or budget), for stop_when
         aborted = False
+        pruned = torch.zeros(batch, dtype=torch.bool, device=device)  # rows a decode_hook stopped
 
         logits, state = decoder.prefill(input_ids, attention_mask, steps)
         for step in range(steps):
+            if decode_hook is not None and step and step % decode_hook.every == 0:
+                live = alive.nonzero().squeeze(1)
+                check = DecodeCheck(step, rows[live], logits[live], out_logprobs[rows[live], :step], finished.clone(), pruned.clone())
+                stopping = live[decode_hook(check).to(device)]  # entries, like `alive`
+                if len(stopping):
+                    dense = False
+                    lengths[rows[stopping]] = step
+                    pruned[rows[stopping]] = True
+                    alive[stopping] = False
+                    if not alive.any():
+                        break
             next_tokens, next_logprobs = sample_next(logits, params, generator)
             if dense:
                 out_tokens[:, step] = next_tokens
@@ -202,11 +220,12 @@ class TorchEngine:
             logits = decoder.step(next_tokens, state)
         tokens, logprobs, stopped = out_tokens.tolist(), out_logprobs.tolist(), hit_stop.tolist()
         cut = (~finished).tolist() if aborted else [False] * batch
+        stopped_by_hook = pruned.tolist()
         return [
             Generation(
                 token_ids=tokens[row][:n],
                 logprobs=logprobs[row][:n],
-                finish_reason="stop" if stopped[row] else "aborted" if cut[row] else "length",
+                finish_reason="stop" if stopped[row] else "pruned" if stopped_by_hook[row] else "aborted" if cut[row] else "length",
                 policy_version=self.policy_version,
             )
             for row, n in enumerate(lengths.tolist())

@@ -34,6 +34,8 @@ from reinforge.run.preflight import check_device
 from reinforge.tasks.registry import check_task_config, load_tasks
 from reinforge.evals.eval_metrics import summarize
 from reinforge.evals.evaluation import evaluate, verifier_pool
+from reinforge.evals.value_voting import voting_metrics
+from reinforge.trainer.value_heads import success_head_for_eval
 
 
 MEAN_IS_PASS_1 = "mean@{k} (the fraction of the {k} samples that solve a task) is also the unbiased pass@1 estimate, so it is printed once"
@@ -153,6 +155,7 @@ def run_eval(
         metrics, records = evaluate(
             engine, env, tasks, max_new_tokens, samples, cfg.rollout.temperature, seed=cfg.trainer.seed,
             max_episode_tokens=episode_token_budget(cfg, model), verify=verify,
+            score_samples=success_head_for_eval(cfg, Path(cfg.model.path), model),  # None unless the run trained one
         )
     seconds = time.perf_counter() - start
 
@@ -166,6 +169,9 @@ def run_eval(
         "config_source": config_source,
     }
     report = {**settings, "task": cfg.task.model_dump(mode="json"), "seconds": seconds, "metrics": metrics, **summary}
+    voting = voting_metrics(records)  # majority / best-of-n / weighted voting by the success head, when there is one
+    if voting:
+        report["voting"] = voting
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(dump_config(cfg))
@@ -179,5 +185,7 @@ def run_eval(
     console = Console(highlight=False)
     if summary["samples"]:
         console.print(MEAN_IS_PASS_1.format(k=summary["samples"]))
+    if voting:
+        console.print("voting over the samples: " + ", ".join(f"{name} {value:.1%}" for name, value in voting.items()))
     console.print(f"{summary['tasks']} tasks in {seconds:.1f} s; report in {out}")
     return report

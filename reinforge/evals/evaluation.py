@@ -23,6 +23,7 @@ from reinforge.rollout.episode_parts import agent_failed
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.tasks.task import Task
 from reinforge.evals.eval_metrics import per_task_scores, record_family
+from reinforge.evals.value_voting import voting_metrics
 
 
 # (tasks, responses) -> a score or the RewardCallError of each verification, in order
@@ -59,6 +60,7 @@ def evaluate(
     seed: int = 0,
     max_episode_tokens: int | None = None,
     verify: BatchVerifier | None = None,
+    score_samples: Callable[[list], list[float]] | None = None,
 ) -> tuple[dict[str, float], list[dict]]:
     """Returns metrics and one record per task. `verify` checks the responses (the run's
     `scorer.verify_responses`); without it, worker processes with the default timeout do.
@@ -75,6 +77,9 @@ def evaluate(
     greedy, then `samples` per task at `temperature`. A task counts as solved by a response when
     its verifier scores it 1.0 (partial credit, as some reasoning-gym scorers give, does not
     count as solved).
+
+    `score_samples` (a value model: sampled trajectories -> one score each) adds `sample_values` to
+    the records and majority / best-of-n / weighted voting metrics (reinforge.evals.value_voting).
     """
     if hasattr(env, "evaluate_games"):  # games: win / draw / loss against fixed opponents (reinforge.games.evaluation)
         return env.evaluate_games(engine, tasks, max_new_tokens, samples, temperature, seed, max_episode_tokens)
@@ -104,6 +109,7 @@ def evaluate(
             checked = own(*to_check)
     else:
         checked = verify(*to_check)
+    values = score_samples(sampled) if score_samples is not None and samples >= 2 else None
     solved = [not isinstance(c, BaseException) and c >= 1.0 for c in checked]
     errors = [str(c) if isinstance(c, BaseException) else None for c in checked]
     records = []
@@ -121,6 +127,8 @@ def evaluate(
             "samples": responses,
             "sample_correct": solved[first : first + samples],
         }
+        if values is not None:
+            record["sample_values"] = values[i * samples : (i + 1) * samples]
         failed = [e for e in [errors[i], *errors[first : first + samples]] if e]
         if failed:
             record["verify_errors"] = failed
@@ -133,6 +141,7 @@ def evaluate(
     families = sorted({r["family"] for r in records})
     for family in families:
         metrics[f"accuracy/{family}"] = float(np.mean([r["correct"] for r in records if record_family(r) == family]))
+    metrics.update(voting_metrics(records))
     metrics["eval_tasks"] = float(len(tasks))
     metrics["verify_errors"] = float(sum(e is not None for e in errors))
     if hasattr(env, "run_groups"):  # agent episodes without a result: counted, and not solved

@@ -130,12 +130,14 @@ def rollout_groups(
     first_group_id: int = 0,
     max_episode_tokens: int | None = None,
     env_workers: int = 8,
+    decode_hook=None,
 ) -> list[Trajectory]:
     """`group_size` episodes per task; group ids are consecutive from `first_group_id`, and the
     trajectories come back in task order, `group_size` at a time. An env that runs whole rollouts
     itself (`run_groups`: the gateway env, whose episodes are agent programs; reinforge.games, whose
     episodes have several players) is handed them; its episodes may come as several trajectories
-    each (rollout.episode_parts, or one per player)."""
+    each (rollout.episode_parts, or one per player). `decode_hook` (rollout pruning, single-turn envs)
+    goes to the engine's generate (reinforge.engines.decode_hook)."""
     run_groups = getattr(env, "run_groups", None)
     if run_groups is not None:
         return run_groups(engine, tasks, group_size, params, seed, first_group_id, max_episode_tokens)
@@ -149,7 +151,8 @@ def rollout_groups(
     live = list(episodes)
     with ThreadPoolExecutor(max_workers=env_workers) as pool:
         for turn in range(env.max_turns):
-            generations = engine.generate([list(e.token_ids) for e in live], params, seed=turn_seed(seed, turn))
+            hook = {} if decode_hook is None else {"decode_hook": decode_hook}
+            generations = engine.generate([list(e.token_ids) for e in live], params, seed=turn_seed(seed, turn), **hook)
             texts = [env.decode_response(g.token_ids) for g in generations]
             fits = [e.add_turn(g, text, max_episode_tokens) for e, g, text in zip(live, generations, texts)]
             if env.max_turns == 1:

@@ -21,6 +21,7 @@ from reinforge.rewards.builtin import build_component
 from reinforge.tasks.registry import check_task_config
 from reinforge.prompt_value.config_check import check_prompt_value
 from reinforge.telemetry.wandb_sink import wandb_available
+from reinforge.run.value_heads_check import check_value_heads
 from reinforge.run.task_fit import check_jsonl_texts, check_prompt_lengths  # noqa: F401 - check_prompt_lengths re-exported
 
 
@@ -42,6 +43,7 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
     check_prompt_value(cfg, estimator.needs_prompt_values)
     check_rollout_correction(cfg.algo)
     check_schedule(cfg)
+    check_value_heads(cfg)
     check_device(cfg)
     for warning in engine_gap_warnings(cfg):
         print(f"reinforge: warning: {warning}", file=sys.stderr)

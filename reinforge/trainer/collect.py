@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.base import Env
@@ -31,6 +31,7 @@ class Collected:
     rounds: int
     rollout_seconds: float
     reward_seconds: float
+    pruned: list[Trajectory] = field(default_factory=list)  # stopped by rollout pruning: not scored, not trained
 
 
 def informative_groups(trajectories: list[Trajectory]) -> list[list[Trajectory]]:
@@ -79,14 +80,17 @@ def collect_groups(
     max_rounds: int = 1,
     max_episode_tokens: int | None = None,
     env_workers: int = 8,
+    decode_hook=None,
 ) -> Collected:
-    """`seed` is the step's seed; each round samples with its own derived seed (rounds < 16)."""
+    """`seed` is the step's seed; each round samples with its own derived seed (rounds < 16).
+    `decode_hook` (rollout pruning): the rows it stops leave the round before scoring (`Collected.pruned`)."""
     kept: list[Trajectory] = []
     tasks: dict[str, Task] = {}
     rollout_s = reward_s = 0.0
     metrics: dict[str, float] = {}
     rounds, next_group = 0, 0
     sampled_tokens = zero_variance_groups = 0  # over every round, the groups dynamic sampling dropped included
+    pruned: list[Trajectory] = []
     while True:
         rounds += 1
         needed = prompts - count_groups(kept)
@@ -95,14 +99,17 @@ def collect_groups(
         t0 = time.perf_counter()
         trajectories = rollout_groups(
             engine, env, batch, group_size, params, seed=round_seed(seed, rounds - 1), first_group_id=next_group,
-            max_episode_tokens=max_episode_tokens, env_workers=env_workers,
+            max_episode_tokens=max_episode_tokens, env_workers=env_workers, decode_hook=decode_hook,
         )
+        sampled_tokens += sum(t.num_sampled_tokens for t in trajectories)  # pruned rows' tokens were sampled too
+        if decode_hook is not None:
+            pruned += [t for t in trajectories if t.finish_reason == "pruned"]
+            trajectories = [t for t in trajectories if t.finish_reason != "pruned"]
         t1 = time.perf_counter()
         round_metrics = scorer.score(tasks, trajectories)
         reward_s += time.perf_counter() - t1
         rollout_s += t1 - t0
         next_group += len(batch)
-        sampled_tokens += sum(t.num_sampled_tokens for t in trajectories)
         zero_variance_groups += len(batch) - len(informative_groups(trajectories))
         if rounds == 1:
             metrics = round_metrics  # the reward curve reports what the policy got, before filtering
@@ -125,4 +132,4 @@ def collect_groups(
         **metrics, "sampling_rounds": float(rounds), "train_groups": float(count_groups(kept)),
         "sampled_tokens": float(sampled_tokens), "sampled_zero_variance_group_frac": zero_variance_groups / next_group,
     }
-    return Collected(kept, tasks, metrics, rounds, rollout_s, reward_s)
+    return Collected(kept, tasks, metrics, rounds, rollout_s, reward_s, pruned)

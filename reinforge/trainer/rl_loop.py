@@ -46,6 +46,7 @@ from reinforge.run.run_errors import RunInterrupted
 from reinforge.trainer.policy_objective import make_policy_objective
 from reinforge.trainer.task_sampler import TaskSampler
 from reinforge.prompt_value.curriculum_sampler import CurriculumSampler, group_abs_advantages, make_task_sampler
+from reinforge.trainer.value_heads import ValueHeadsCollector, build_value_heads
 
 PHASES = ("rollout", "reward", "prepare", "update", "eval")
 
@@ -158,6 +159,7 @@ def run_rl(
     eval_max_new = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
     pad = parts.env.tokenizer.pad_token_id
     shuffle = torch.Generator().manual_seed(cfg.trainer.seed)
+    heads = build_value_heads(cfg, parts.learner.model)  # success head / turn progress (None when off)
 
     def run_eval(step: int) -> dict[str, float]:
         start = time.perf_counter()
@@ -165,6 +167,7 @@ def run_rl(
             parts.engine, parts.env, tasks.eval, eval_max_new, cfg.eval.samples, cfg.rollout.temperature,
             seed=cfg.trainer.seed + 10_000 + step, max_episode_tokens=max_episode_tokens,
             verify=parts.scorer.verify_responses,  # same place and timeout as the training rewards
+            score_samples=heads.response_scores if heads is not None and heads.voting_ready else None,
         )
         with open(run_dir / "eval_samples.jsonl", "a") as eval_file:  # read by `reinforge report`
             eval_file.writelines(json.dumps({"step": step, **r}, default=str) + "\n" for r in records)
@@ -190,6 +193,8 @@ def run_rl(
     schedule = make_schedule(  # sync, or async with bounded staleness (trainer.schedule)
         cfg, parts.engine, parts.env, parts.learner, parts.scorer, sampler, params, max_episode_tokens, first_step
     )
+    if heads is not None:  # sync schedule only (preflight): the learner's weights are the ones that sampled
+        schedule.collector = ValueHeadsCollector(schedule.collector, heads, cfg.rollout.group_size)
     if resume_state is not None:
         schedule.load_state_dict(resume_state.get("schedule"))
     updates_per_step = algo.epochs * algo.mini_batches

@@ -92,6 +92,7 @@ class GroupCollector:
     def __init__(self, cfg: Config, env: Env, scorer: RewardScorer, sampler: TaskSampler, params: SamplingParams, max_episode_tokens: int | None):
         self.cfg, self.env, self.scorer, self.sampler = cfg, env, scorer, sampler
         self.params, self.max_episode_tokens = params, max_episode_tokens
+        self.decode_hook = None  # set per step by rollout pruning (reinforge.trainer.value_heads)
 
     def collect(self, engine: Engine, step: int, weights_index: int) -> tuple[Collected, dict[str, float]]:
         cfg = self.cfg
@@ -99,7 +100,7 @@ class GroupCollector:
             engine, self.env, self.scorer, self.sampler, cfg.rollout.prompts_per_step,
             cfg.rollout.group_size, self.params, seed=step_seed(cfg.trainer.seed, step),
             dynamic_sampling=cfg.algo.dynamic_sampling, max_rounds=cfg.algo.max_sampling_rounds,
-            max_episode_tokens=self.max_episode_tokens, env_workers=cfg.env.workers,
+            max_episode_tokens=self.max_episode_tokens, env_workers=cfg.env.workers, decode_hook=self.decode_hook,
         )
         return collected, {}
 
