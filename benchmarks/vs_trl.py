@@ -25,7 +25,7 @@ update FLOPs = 6 x matmul params x [N, T] batch positions, per CPU-second of the
 Needs TRL (an optional benchmark dependency, never a runtime one): `pip install -e ".[bench]"`.
 
     python benchmarks/vs_trl.py [--tasks 8] [--group-size 8] [--kl 0.05] [--pairs 6] [--threads 1]
-                                [--preset micro] [--new-tokens 64] [--json PATH]
+                                [--width 1] [--new-tokens 64] [--compile] [--json PATH]
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import warnings
 
 import torch
 
-from benchmarks.rl_step import matmul_params, matmul_peak_gflops
+from benchmarks.rl_step import matmul_params
 from reinforge.config import load_config
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
@@ -50,12 +50,37 @@ from reinforge.learner.batch import collate
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.models.loading import load_model_and_tokenizer
+from reinforge.models.tiny_llama import PRESETS
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.run.pipeline import build_policy
 from reinforge.tasks.registry import load_tasks
 from reinforge.trainer.policy_objective import make_policy_objective
 
 LR = 1e-5
+
+
+def matmul_peak_gflops_cpu(n: int = 1024, repeats: int = 10) -> float:
+    """fp32 GFLOP per CPU-second of a large matmul (best of 3), the unit the update is measured in."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b  # warm-up
+    best = float("inf")
+    for _ in range(3):
+        start = time.process_time()
+        for _ in range(repeats):
+            a @ b
+        best = min(best, time.process_time() - start)
+    return 2 * n**3 * repeats / best / 1e9
+
+
+def widened_preset(width: int) -> str:
+    """The `micro` shape with `width` x its hidden and MLP sizes (head count and depth kept): a
+    benchmark-only preset, registered here so the default recipe builds it like any other."""
+    if width == 1:
+        return "micro"
+    hidden, layers, heads, kv_heads, mlp = PRESETS["micro"]
+    name = f"micro-x{width}"
+    PRESETS[name] = (hidden * width, layers, heads, kv_heads, mlp * width)
+    return name
 
 
 class Clock:
@@ -82,7 +107,7 @@ class Clock:
 class Reinforge:
     """One RL step of reinforge, as `benchmarks/rl_step.py` runs it."""
 
-    def __init__(self, model_dir: str, cfg, env, task_batches, group_size: int, new_tokens: int, kl: float):
+    def __init__(self, model_dir: str, cfg, env, task_batches, group_size: int, new_tokens: int, kl: float, compile_forward: bool):
         self.model, self.tokenizer = load_model_and_tokenizer(model_dir)
         self.pad = self.tokenizer.pad_token_id
         self.env, self.task_batches, self.group_size = env, task_batches, group_size
@@ -90,9 +115,9 @@ class Reinforge:
         self.loss_fn = make_policy_objective(algo)
         self.engine = TorchEngine(self.model, self.pad, dtype=cfg.rollout.engine_dtype)
         self.learner = PolicyLearner(
-            self.model, LR, 0.0, 1.0, algo.micro_batch_size, False, 1.0,
+            self.model, LR, 0.0, 1.0, algo.micro_batch_size, False, 1.0, compile_forward=compile_forward,
         )
-        self.reference = ReferenceModel(self.model, algo.micro_batch_size, 1.0) if kl > 0 else None
+        self.reference = ReferenceModel(self.model, algo.micro_batch_size, 1.0, compile_forward) if kl > 0 else None
         self.params = SamplingParams(max_new_tokens=new_tokens, temperature=1.0)  # no stop tokens
         self.engine.sync_weights(self.learner.version)
         self.step_index = 0
@@ -169,7 +194,12 @@ def paired_steps(args, cfg, model_dir: str, env, tasks, out_dir: str) -> dict:
 
     completions = args.tasks * args.group_size
     task_batches = [tasks[i * args.tasks : (i + 1) * args.tasks] for i in range(args.pairs + 1)]
-    ours = Reinforge(model_dir, cfg, env, task_batches, args.group_size, args.new_tokens, args.kl)
+    ours = Reinforge(model_dir, cfg, env, task_batches, args.group_size, args.new_tokens, args.kl, args.compile)
+    if args.compile:  # the compile is a one-time cost, reported apart from the per-step times
+        start = time.perf_counter()
+        ours.step(Clock())
+        ours.step_index, ours.completion_lengths = 0, []
+        print(f"reinforge: first step with algo.compile_forward (the compile included) took {time.perf_counter() - start:.0f} s", flush=True)
     prompt_ids = [env.episode().reset(t) for batch in task_batches for t in batch]
     # TRL's tokenizer call adds <bos> back (checked below: the same token ids on both sides)
     texts = [ours.tokenizer.decode(ids, skip_special_tokens=True) for ids in prompt_ids]
@@ -268,7 +298,8 @@ def main() -> None:
     parser.add_argument("--kl", type=float, default=0.05, help="KL coefficient (0: no reference model)")
     parser.add_argument("--pairs", type=int, default=6, help="timed pairs after one warm-up pair")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads, both sides")
-    parser.add_argument("--preset", default="micro", help="tiny Llama preset (width)")
+    parser.add_argument("--width", type=int, default=1, help="hidden and MLP sizes as a multiple of the micro preset's")
+    parser.add_argument("--compile", action="store_true", help="reinforge with algo.compile_forward (TRL stays eager, its default)")
     parser.add_argument("--generate-rounds", type=int, default=3, help="paired engine / generate calls")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args()
@@ -279,7 +310,7 @@ def main() -> None:
     max_positions = max(128, 32 + args.new_tokens)
     overrides = [
         "algo.clip_eps=0.2", f"algo.kl_coef={args.kl}", f"rollout.max_new_tokens={args.new_tokens}",
-        f"model.preset={args.preset}", f"model.max_positions={max_positions}",
+        f"model.preset={widened_preset(args.width)}", f"model.max_positions={max_positions}",
     ]
     cfg = load_config("default", overrides)
     torch.manual_seed(cfg.trainer.seed)
@@ -294,7 +325,7 @@ def main() -> None:
         result = paired_steps(args, cfg, model_dir, env, tasks.train, os.path.join(tmp, "trl"))
         ours = result.pop("ours")
         x_generate = rollout_vs_generate(ours, env, tasks.train[: args.tasks], args.group_size, args.new_tokens, args.generate_rounds)
-        peak = matmul_peak_gflops(torch.float32)
+        peak = matmul_peak_gflops_cpu()
         n_params = matmul_params(ours.model)
 
     update_cpu = result["ours_phases_cpu"]["update"]
@@ -302,9 +333,9 @@ def main() -> None:
     completions = args.tasks * args.group_size
     loads = [p["load"] for p in result["pairs"]]
     print(
-        f"model: preset {args.preset} ({n_params / 1e6:.2f}M matmul params), {args.tasks}x{args.group_size} = "
+        f"model: {cfg.model.preset} ({n_params / 1e6:.2f}M matmul params), {args.tasks}x{args.group_size} = "
         f"{completions} completions x {args.new_tokens} tokens, prompts {result['prompt_tokens_mean']:.1f} tokens, "
-        f"KL {'on (' + str(args.kl) + ')' if args.kl > 0 else 'off'}, threads={torch.get_num_threads()}, "
+        f"KL {'on (' + str(args.kl) + ')' if args.kl > 0 else 'off'}{', reinforge compiled' if args.compile else ''}, threads={torch.get_num_threads()}, "
         f"{args.pairs} pairs, load {min(loads):.1f}-{max(loads):.1f}"
     )
     per_pair = " ".join(f"{p['trl_cpu'] / p['ours_cpu']:.2f}" for p in result["pairs"])
@@ -315,11 +346,14 @@ def main() -> None:
     print(f"by phase (TRL / reinforge): {phases}; reinforge cpu-s per phase: {shares}")
     print(f"mean completion length: TRL {result['trl_mean_completion']:.1f}, reinforge {result['ours_mean_completion']:.1f}")
     print(f"rollout: {x_generate:.2f}x generate (median of {args.generate_rounds} paired calls, CPU time)")
-    print(f"update: {update_pct:.0f}% of the fp32 matmul peak ({peak:.0f} GFLOP/s, {ours.last_tokens} positions)")
+    print(
+        f"update: {update_pct:.0f}% of the fp32 matmul peak ({peak:.0f} GFLOP per CPU-second), "
+        f"{ours.last_tokens / update_cpu:.0f} positions per CPU-second ({ours.last_tokens} per step)"
+    )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": vars(args), **result, "x_generate": x_generate, "update_pct_fp32_peak": update_pct,
-                       "peak_gflops_fp32": peak, "matmul_params": n_params}, f, indent=2)
+                       "peak_gflops_fp32_per_cpu_s": peak, "update_positions_per_cpu_s": ours.last_tokens / update_cpu, "matmul_params": n_params}, f, indent=2)
 
 
 if __name__ == "__main__":
