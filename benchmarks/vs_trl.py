@@ -31,6 +31,7 @@ Needs TRL (an optional benchmark dependency, never a runtime one): `pip install 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
@@ -303,6 +304,8 @@ def main() -> None:
     parser.add_argument("--generate-rounds", type=int, default=3, help="paired engine / generate calls")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args()
+    if importlib.util.find_spec("trl") is None:
+        raise SystemExit("benchmarks/vs_trl.py needs TRL, an optional benchmark dependency: pip install -e \".[bench]\"")
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     logging.getLogger("transformers").setLevel(logging.ERROR)
