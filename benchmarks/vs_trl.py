@@ -348,7 +348,8 @@ def main() -> None:
     shares = ", ".join(f"{k} {v:.2f} s" for k, v in result["ours_phases_cpu"].items())
     print(f"by phase (TRL / reinforge): {phases}; reinforge cpu-s per phase: {shares}")
     print(f"mean completion length: TRL {result['trl_mean_completion']:.1f}, reinforge {result['ours_mean_completion']:.1f}")
-    print(f"rollout: {x_generate:.2f}x generate (median of {args.generate_rounds} paired calls, CPU time)")
+    caveat = " (with --compile, generate runs the compiled forward: compare runs without it)" if args.compile else ""
+    print(f"rollout: {x_generate:.2f}x generate (median of {args.generate_rounds} paired calls, CPU time){caveat}")
     print(
         f"update: {update_pct:.0f}% of the fp32 matmul peak ({peak:.0f} GFLOP per CPU-second), "
         f"{ours.last_tokens / update_cpu:.0f} positions per CPU-second ({ours.last_tokens} per step)"
