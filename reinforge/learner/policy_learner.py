@@ -14,6 +14,7 @@ from transformers import PreTrainedModel
 
 from reinforge.algos.types import LossNormalizer
 from reinforge.learner.batch import TrainingBatch
+from reinforge.learner.compiled_forward import compile_forward as compile_forward_of
 from reinforge.learner.logprobs import token_logprobs
 
 # (new log-probs [n, T-1], entropy [n, T-1], micro-batch, mini-batch counts)
@@ -33,8 +34,10 @@ class PolicyLearner:
         temperature: float = 1.0,
         max_response_tokens: int = 1,
         entropy_grad: bool = False,
+        compile_forward: bool = False,
     ):
-        self.model = model
+        """`compile_forward`: torch.compile the model's forward in place (reinforge.learner.compiled_forward)."""
+        self.model = compile_forward_of(model) if compile_forward else model
         self.max_response_tokens = max_response_tokens
         self.entropy_grad = entropy_grad
         self.trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapters only

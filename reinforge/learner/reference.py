@@ -14,13 +14,16 @@ import torch
 from transformers import PreTrainedModel
 
 from reinforge.learner.batch import TrainingBatch
+from reinforge.learner.compiled_forward import compile_forward
 from reinforge.learner.policy_learner import compute_logprobs
 from reinforge.models.lora import is_lora_model
 
 
 class ReferenceModel:
-    def __init__(self, model: PreTrainedModel, micro_batch_size: int = 64, temperature: float = 1.0):
+    def __init__(self, model: PreTrainedModel, micro_batch_size: int = 64, temperature: float = 1.0, compile_forward: bool = False):
+        """`compile_forward`: torch.compile the frozen copy's forward (reinforge.learner.compiled_forward)."""
         self.micro_batch_size = micro_batch_size
+        self.compile_forward = compile_forward
         self.temperature = temperature
         self.adapters_off = is_lora_model(model)  # the base of the policy's adapters, not a copy
         if self.adapters_off:
@@ -38,6 +41,8 @@ class ReferenceModel:
         self.model = copy.deepcopy(model).eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
+        if self.compile_forward:
+            compile_forward(self.model)
 
     def logprobs(self, batch: TrainingBatch) -> torch.Tensor:
         with self.model.disable_adapter() if self.adapters_off else contextlib.nullcontext():
