@@ -38,9 +38,9 @@ def check_game_config(cfg: Config) -> None:
                 f"rollout.group_size={cfg.rollout.group_size} is not a multiple of the {policy_seats} policy seats of "
                 f"task.params.train_seats[{i}]={seats}: a group is one trajectory per policy seat per game"
             )
-        if cfg.algo.advantage == "dr_mas" and cfg.rollout.group_size // policy_seats < 2:
+        if cfg.algo.advantage in ("dr_mas", "mars") and cfg.rollout.group_size // policy_seats < 2:
             raise ConfigError(
-                f"algo.advantage=dr_mas normalizes each role within its group: rollout.group_size={cfg.rollout.group_size} "
+                f"algo.advantage={cfg.algo.advantage} normalizes each role within its group: rollout.group_size={cfg.rollout.group_size} "
                 f"gives {cfg.rollout.group_size // policy_seats} game(s) per group for task.params.train_seats[{i}]={seats}; "
                 "it needs at least 2 (raise rollout.group_size)"
             )
