@@ -31,6 +31,22 @@ def check_game_config(cfg: Config) -> None:
             f"reward.components use {fns}: a game's reward is its result, reported as the env reward; set "
             "reward.components: [{name: game, fn: env_reward}] (your own reward functions by import path may be added)"
         )
+    if spec.opponent_pool is not None:
+        if cfg.trainer.schedule == "async":
+            raise ConfigError(
+                "task.params.opponent_pool with trainer.schedule=async: the pool snapshots the policy between steps, "
+                "while async sampling runs ahead of the updates, so which members a game could meet would depend on "
+                "thread timing (not reproducible); use trainer.schedule=sync"
+            )
+        if cfg.engine.type != "torch" or cfg.workers.workers > 0:
+            raise ConfigError(
+                "task.params.opponent_pool plays its frozen members through an in-process copy of the policy model: "
+                f"it needs engine.type=torch and workers.workers=0 (got {cfg.engine.type}, {cfg.workers.workers})"
+            )
+    if spec.ratings:
+        from reinforge.games.ratings import check_ratings_available
+
+        check_ratings_available()
     for i, seats in enumerate(spec.seats(game)):
         policy_seats = sum(who in spec.policies for who in seats)
         if cfg.rollout.group_size % policy_seats:

@@ -12,6 +12,8 @@ Metrics, from the greedy games unless named `game_sampled/`:
 - `accuracy`: the not-lost rate over all greedy games, and `mean@<samples>` over all sampled ones
   (the names every evaluation reports, so the run summary and the report read them as usual);
   `game_sampled/vs-<opponent>/win_draw` per opponent.
+- `rating/{mu,sigma,ordinal}`: with task.params.ratings, the OpenSkill rating of this checkpoint
+  from its greedy games, the fixed opponents as anchors (reinforge.games.ratings).
 Records: one per task, the greedy game move by move (`game`) and the policy's own view (`turns`).
 """
 
@@ -83,6 +85,12 @@ def evaluate_games(env, engine: Engine, tasks: list[Task], max_new_tokens: int, 
     metrics["accuracy"] = float(np.mean([not_lost(run) for run in greedy]))
     metrics[f"mean@{samples}"] = float(np.mean([not_lost(run) for run in sampled])) if sampled else float("nan")
     metrics["eval_tasks"] = float(len(tasks))
+    if getattr(env, "ratings", False):  # this checkpoint's rating against the fixed opponents (reinforge.games.ratings)
+        for name in sorted({task.metadata["game"] for task in tasks}):
+            runs = [run for run in greedy if run.match.game.name == name]
+            anchors = sorted({opponent_of(run.task) for run in runs})
+            table = env.checkpoint_ratings(runs[0].match.game, anchors)
+            metrics.update(table.rate([(opponent_of(run.task), run.match.outcome(policy_seat(run))) for run in runs]))
 
     records = []
     for i, (task, run) in enumerate(zip(tasks, greedy)):

@@ -11,6 +11,10 @@ previous turn (reinforge.envs.chat_format), and the sampled ids stay as the engi
 (loss mask on, behaviour log-probs kept). A seat sees only its own messages, so a self-play game
 yields one trajectory per seat, neither holding the other's hidden information.
 
+Frozen players (pool members, reinforge.games.pool) are asked like the policy, each member in one
+call of its own engine per round: they keep token streams of their own, which never become
+trajectories (nothing of theirs is trained).
+
 Limits: a turn that would overflow the seat's `max_episode_tokens` is cut to fit and ends the
 game ("max_tokens"), as does an observation with no room left for a reply.
 """
@@ -18,6 +22,7 @@ game ("max_tokens"), as does an observation with no room left for a reply.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from reinforge.engines.base import Engine, Generation, SamplingParams
@@ -29,6 +34,11 @@ from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 
 POLICY = "policy"
+
+
+def plays_by_model(who: str) -> bool:
+    """The trained policy, or a frozen pool member (reinforge.games.pool), both sampled by an engine."""
+    return who == POLICY or who.startswith("pool@")
 
 
 @dataclass
@@ -65,18 +75,18 @@ class GameRun:
 
     task: Task
     group_id: int
-    players: list[str]  # per seat: "policy" or a fixed opponent's name
+    players: list[str]  # per seat: "policy", a frozen pool member ("pool@<step>") or a fixed opponent's name
     match: Match
     rng: random.Random  # the fixed opponents' randomness
-    streams: dict[int, SeatStream] = field(default_factory=dict)
+    streams: dict[int, SeatStream] = field(default_factory=dict)  # the seats a model plays: policy and frozen
 
     def __post_init__(self) -> None:
         roles = self.match.game.roles
-        self.streams = {seat: SeatStream(roles[seat]) for seat, who in enumerate(self.players) if who == POLICY}
+        self.streams = {seat: SeatStream(roles[seat]) for seat, who in enumerate(self.players) if plays_by_model(who)}
 
     def answer_fixed_players(self) -> None:
-        """Let the fixed opponents move until a policy seat is to move or the game is over."""
-        while not self.match.over and self.players[self.match.to_move] != POLICY:
+        """Let the fixed opponents move until a model's seat is to move or the game is over."""
+        while not self.match.over and not plays_by_model(self.players[self.match.to_move]):
             seat = self.match.to_move
             self.match.submit(seat, OPPONENTS[self.players[seat]](self.match.game, self.match.state, seat, self.rng))
 
@@ -86,6 +96,8 @@ class GameRun:
         of `version` (the rollout's policy version)."""
         rewards, out = self.match.rewards(), []
         for seat, stream in self.streams.items():
+            if self.players[seat] != POLICY:  # a frozen player: not trained
+                continue
             if not stream.token_ids:
                 text = self.match.message(seat)
                 stream.observe(chat.prompt_ids([{"role": "user", "content": text}]), text)
@@ -123,8 +135,16 @@ class GameRun:
             "moves": [{"role": roles[m["player"]], "text": m["text"], "legal": m["legal"]} for m in self.match.log],
             "finish_reason": self.match.finish_reason,
             "rewards": dict(zip(roles, self.match.rewards())),
-            "views": {stream.role: stream.transcript for stream in self.streams.values()},
+            "views": {stream.role: stream.transcript for seat, stream in self.streams.items() if self.players[seat] == POLICY},
         }
+
+
+def player_seed(seed: int | None, who: str) -> int | None:
+    """The round's sampling seed for `who`: the policy keeps the round's seed (its games sample as
+    without frozen players); a pool member's stream depends on its step."""
+    if seed is None or who == POLICY:
+        return seed
+    return seed + 7919 * (1 + int(who.removeprefix("pool@")))
 
 
 def play_games(
@@ -135,9 +155,11 @@ def play_games(
     params: SamplingParams,
     seed: int | None,
     max_episode_tokens: int | None = None,
+    frozen: Mapping[str, Engine] | None = None,
 ) -> int:
     """Play every game of `runs` to its end (or cut), in place; returns the oldest policy version
-    that sampled any turn (0 when no policy seat had to move)."""
+    that sampled any turn (0 when no policy seat had to move). `frozen` maps each frozen player
+    (pool member) seated in `runs` to its engine."""
     versions: list[int] = []
     for run in runs:
         run.answer_fixed_players()
@@ -155,12 +177,19 @@ def play_games(
                 continue
             stream.observe(ids, text)
             asking.append((run, seat))
-        if asking:
-            generations = engine.generate(
-                [list(run.streams[seat].token_ids) for run, seat in asking], params, seed=turn_seed(seed, round_)
+        by_player: dict[str, list[tuple[GameRun, int]]] = {}
+        for run, seat in asking:
+            by_player.setdefault(run.players[seat], []).append((run, seat))
+        for who, calls in sorted(by_player.items(), key=lambda item: item[0] != POLICY):  # the policy first
+            sampler = engine if who == POLICY else (frozen or {}).get(who)
+            if sampler is None:
+                raise RuntimeError(f"no engine for the frozen player {who!r} (play_games(frozen=...))")
+            generations = sampler.generate(
+                [list(run.streams[seat].token_ids) for run, seat in calls], params, seed=player_seed(turn_seed(seed, round_), who)
             )
-            versions += [g.policy_version for g in generations]
-            for (run, seat), generation in zip(asking, generations):
+            if who == POLICY:
+                versions += [g.policy_version for g in generations]
+            for (run, seat), generation in zip(calls, generations):
                 text = decode(generation.token_ids)
                 fits = run.streams[seat].add_turn(generation, text, max_episode_tokens)
                 run.match.submit(seat, text)

@@ -10,6 +10,8 @@
         draw_reward: 0.0
         max_illegal_moves: 2
         policies: [policy]                   # trainable policies (one shared policy for now)
+        opponent_pool: {every: 10, size: 4, sample: pfsp}   # frozen past policies for `pool` seats (reinforge.games.pool)
+        ratings: true                        # OpenSkill ratings of the policy at each evaluation (reinforge.games.ratings)
 
 A seat names a trainable policy from `policies` or a fixed player (reinforge.games.opponents).
 Checked before any compute: unknown game or player, an opponent that cannot play the game, more
@@ -23,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from reinforge.games.game import Game
 from reinforge.games.opponents import OPPONENTS, check_opponent
 from reinforge.games.play import POLICY
+from reinforge.games.pool import POOL, OpponentPoolSpec
 from reinforge.games.registry import get_game
 
 
@@ -40,6 +43,8 @@ class GameSpec(BaseModel):
     draw_reward: float = Field(0.0, description="Reward of each player for a draw (and for a game cut before its end).")
     max_illegal_moves: int = Field(2, gt=0, description="A player's n-th illegal move ends the game as its loss.")
     policies: list[str] = Field(default_factory=lambda: [POLICY], description="Trainable policies (seat names); one shared policy for now.")
+    opponent_pool: OpponentPoolSpec | None = Field(None, description="Frozen past policies as opponents: a `pool` seat in train_seats is played by a snapshot drawn from this pool (docs/games.md).")
+    ratings: bool = Field(True, description="Rate the policy at every evaluation (OpenSkill, against the fixed opponents as anchors); needs the openskill package (pip install 'reinforge[games]').")
 
     def seats(self, game: Game) -> list[list[str]]:
         return self.train_seats or [[POLICY] * game.num_players]
@@ -78,9 +83,19 @@ def parse_spec(params: dict) -> tuple[GameSpec, Game]:
         if not any(who in spec.policies for who in seats):
             raise GameSpecError(f"{where}={seats}: no trainable policy plays in it (name one of {spec.policies})")
         for who in seats:
-            if who not in spec.policies:
+            if who == POOL:
+                if spec.opponent_pool is None:
+                    raise GameSpecError(f"{where}={seats}: a `pool` seat needs task.params.opponent_pool (every, size, sample)")
+            elif who not in spec.policies:
                 _check_player(who, game, where)
+    if spec.opponent_pool is not None and not any(POOL in seats for seats in spec.seats(game)):
+        raise GameSpecError(
+            "task.params.opponent_pool is set but no game of task.params.train_seats has a `pool` seat: name `pool` "
+            "in a seat (e.g. [[policy, pool], [pool, policy]]) or drop opponent_pool"
+        )
     for who in spec.opponents(game):
+        if who == POOL:
+            raise GameSpecError("task.params.eval_opponents: `pool` plays in training games only; evaluation meets fixed players")
         if who in spec.policies:
             raise GameSpecError(f"task.params.eval_opponents: {who!r} is a trainable policy; name fixed players ({', '.join(OPPONENTS)})")
         _check_player(who, game, "task.params.eval_opponents")
