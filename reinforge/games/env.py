@@ -81,8 +81,10 @@ class GameEnv:
             return {}
         if self.pool.due(step):
             self.pool.snapshot(step, engine.model)
-        loads = {"pool/weight_loads": float(self._frozen.loads)} if self._frozen is not None else {}
-        return {**self.pool.metrics(), **loads}
+        loads = float(self._frozen.loads) if self._frozen is not None else 0.0
+        if self._frozen is not None:
+            self._frozen.loads = 0
+        return {**self.pool.metrics(), "pool/weight_loads": loads}  # this step's loads of members' weights
 
     def state_dict(self) -> dict | None:
         return {"opponent_pool": self.pool.state_dict()} if self.pool is not None else None

@@ -36,7 +36,7 @@ class FrozenPlayers:
         self.engine = TorchEngine(frozen, policy_engine.pad_token_id, max_batch_size=policy_engine.max_batch_size,
                                   fused=policy_engine.fused)
         self.loaded: str | None = None
-        self.loads = 0  # weight loads so far (the on-demand cost, reported as pool/weight_loads)
+        self.loads = 0  # weight loads since the last step (the on-demand cost, logged as pool/weight_loads)
 
     def _load(self, name: str) -> None:
         if self.loaded != name:

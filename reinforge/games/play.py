@@ -158,7 +158,7 @@ def play_games(
     frozen: Mapping[str, Engine] | None = None,
 ) -> int:
     """Play every game of `runs` to its end (or cut), in place; returns the oldest policy version
-    that sampled any turn (0 when no policy seat had to move). `frozen` maps each frozen player
+    that sampled any turn (the engine's version when no policy seat had to move). `frozen` maps each frozen player
     (pool member) seated in `runs` to its engine."""
     versions: list[int] = []
     for run in runs:
@@ -198,4 +198,5 @@ def play_games(
                 run.answer_fixed_players()
         round_ += 1
         live = [run for run in live if not run.match.over]
-    return min(versions, default=0)
+    # No policy turn sampled (a frozen player forfeited first): the engine's current version.
+    return min(versions, default=getattr(engine, "policy_version", 0))
