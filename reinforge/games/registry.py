@@ -5,9 +5,12 @@ from __future__ import annotations
 from reinforge.games.connect_four import ConnectFour
 from reinforge.games.game import Game
 from reinforge.games.kuhn_poker import KuhnPoker
+from reinforge.games.rock_paper_scissors import RockPaperScissors
 from reinforge.games.tictactoe import TicTacToe
 
-GAMES: dict[str, type[Game]] = {"tictactoe": TicTacToe, "connect_four": ConnectFour, "kuhn_poker": KuhnPoker}
+GAMES: dict[str, type[Game]] = {
+    "tictactoe": TicTacToe, "connect_four": ConnectFour, "kuhn_poker": KuhnPoker, "rock_paper_scissors": RockPaperScissors,
+}
 
 
 def get_game(name: str) -> Game:

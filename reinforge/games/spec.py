@@ -36,7 +36,7 @@ class GameSpecError(ValueError):
 class GameSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    game: str = Field(description="tictactoe | connect_four | kuhn_poker")
+    game: str = Field(description="tictactoe | connect_four | kuhn_poker | rock_paper_scissors")
     train_seats: list[list[str]] | None = Field(None, description="Per training game, the player of each seat; default: the policy in every seat (self-play).")
     eval_opponents: list[str] | None = Field(None, description="Fixed players the policy meets at every evaluation; default: random, and the game's perfect / equilibrium player.")
     eval_games: int = Field(20, gt=0, description="Evaluation games per opponent and seat.")

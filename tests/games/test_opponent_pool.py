@@ -13,6 +13,8 @@ from reinforge.cli import main
 from reinforge.config import ConfigError, load_config
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
+from reinforge.evals.eval_command import run_eval
+from reinforge.evals.eval_config import eval_config
 from reinforge.games.frozen_players import FrozenPlayers
 from reinforge.games.pool import OpponentPool, OpponentPoolSpec
 from reinforge.run import checkpoint as ckpt
@@ -108,7 +110,7 @@ def test_bad_pool_configs_are_refused_before_compute(overrides, message) -> None
         preflight(load_config(RECIPE, overrides))
 
 
-def test_pool_run_trains_against_frozen_members_and_resumes_exactly(tmp_path: Path) -> None:
+def test_pool_run_trains_against_frozen_members_resumes_exactly_and_evaluates(tmp_path: Path) -> None:
     reference = tmp_path / "reference"
     assert main(["train", "--recipe", "tictactoe-selfplay", "--output", str(reference), *POOL_RUN]) == 0
     rows = [json.loads(line) for line in (reference / "metrics.jsonl").read_text().splitlines()]
@@ -127,3 +129,13 @@ def test_pool_run_trains_against_frozen_members_and_resumes_exactly(tmp_path: Pa
     copy_at_first_checkpoint(reference, copy)  # the run at step 2, pool and its counts included
     assert main(["train", "--resume", str(copy)]) == 0
     assert_same_run(copy, reference)
+
+    # `reinforge eval` on the run's final model: win / draw / loss per fixed opponent, and the rating
+    chosen = eval_config(str(reference / "final"), None, [])  # the run's own config, as the CLI finds it
+    report = run_eval(chosen.config, tmp_path / "eval", config_source=chosen.source)
+    for opponent in ("random", "minimax"):
+        rates = [report["metrics"][f"game/vs-{opponent}/{o}"] for o in ("win", "draw", "loss", "unfinished")]
+        assert sum(rates) == pytest.approx(1.0)
+    markdown = (tmp_path / "eval" / "eval.md").read_text()
+    assert "| opponent | win | draw | loss | unfinished | not lost |" in markdown and "| minimax |" in markdown
+    assert "rating (OpenSkill)" in markdown
