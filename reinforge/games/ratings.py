@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import itertools
 import random
+from functools import lru_cache
 
 from reinforge.config import ConfigError
 from reinforge.games.game import Game
 from reinforge.games.match import Match, MatchRules
 from reinforge.games.opponents import OPPONENTS
+from reinforge.games.registry import get_game
 
 ANCHOR_GAMES = 100  # per ordered pair of anchors: enough to separate random from minimax by ~3 sigma
 INSTALL_HINT = "pip install 'reinforge[games]' (the openskill package), or set task.params.ratings=false"
@@ -56,21 +58,30 @@ def play_fixed(game: Game, players: list[str], seed: str, max_turns: int) -> str
     return match.outcome(0)
 
 
+@lru_cache(maxsize=None)
+def anchor_ratings(game_name: str, anchors: tuple[str, ...], seed: int) -> dict[str, tuple[float, float]]:
+    """The anchors' (mu, sigma) from games among themselves; deterministic, so computed once per process."""
+    game = get_game(game_name)
+    model = _model()
+    ratings = {name: model.rating(name=name) for name in anchors}
+    for first, second in itertools.permutations(anchors, 2):  # each pair, each seat
+        for k in range(ANCHOR_GAMES):
+            order = ranks(play_fixed(game, [first, second], f"anchor-{seed}-{first}-{second}-{k}", game.max_moves * 2))
+            if order is not None:
+                [[a], [b]] = model.rate([[ratings[first]], [ratings[second]]], ranks=order)
+                ratings[first], ratings[second] = a, b
+    return {name: (r.mu, r.sigma) for name, r in ratings.items()}
+
+
 class CheckpointRatings:
     """The anchors' fixed ratings, and a checkpoint's rating from its results against them."""
 
     def __init__(self, game: Game, anchors: list[str], seed: int = 0):
-        self.model = _model()
-        self.anchors = {name: self.model.rating(name=name) for name in anchors}
         if game.num_players != 2:
             raise ValueError(f"ratings are for two-player games; {game.name} has {game.num_players} players")
-        for first, second in itertools.permutations(anchors, 2):  # each pair, each seat
-            for k in range(ANCHOR_GAMES):
-                outcome = play_fixed(game, [first, second], f"anchor-{seed}-{first}-{second}-{k}", game.max_moves * 2)
-                order = ranks(outcome)
-                if order is not None:
-                    [[a], [b]] = self.model.rate([[self.anchors[first]], [self.anchors[second]]], ranks=order)
-                    self.anchors[first], self.anchors[second] = a, b
+        self.model = _model()
+        fixed = anchor_ratings(game.name, tuple(anchors), seed)
+        self.anchors = {name: self.model.rating(mu=mu, sigma=sigma, name=name) for name, (mu, sigma) in fixed.items()}
 
     def rate(self, results: list[tuple[str, str]]) -> dict[str, float]:
         """Rating metrics of a checkpoint from its (opponent, outcome) results, anchors held fixed."""

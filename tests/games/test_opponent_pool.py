@@ -24,7 +24,7 @@ from run_records import assert_same_run, copy_at_first_checkpoint
 RECIPE = str(Path(__file__).parents[2] / "recipes" / "tictactoe-selfplay.yaml")
 POOL_RUN = [
     "model.preset=nano", "task.train_size=16", "task.params.eval_games=1", "sft.steps=2", "sft.batch_size=4",
-    "rollout.prompts_per_step=2", "rollout.group_size=4", "trainer.steps=4", "eval.every=2", "trainer.checkpoint_every=2",
+    "rollout.prompts_per_step=2", "rollout.group_size=4", "trainer.steps=3", "eval.every=3", "trainer.checkpoint_every=2",
     "telemetry.progress=false", "telemetry.tensorboard=false", "telemetry.wandb=off",
     "task.params.train_seats=[[policy, pool], [pool, policy]]",
     "task.params.opponent_pool={every: 1, size: 2, sample: pfsp, pfsp_power: 2.0}",
@@ -115,15 +115,15 @@ def test_pool_run_trains_against_frozen_members_resumes_exactly_and_evaluates(tm
     assert main(["train", "--recipe", "tictactoe-selfplay", "--output", str(reference), *POOL_RUN]) == 0
     rows = [json.loads(line) for line in (reference / "metrics.jsonl").read_text().splitlines()]
     rl = [r for r in rows if r["stage"] == "rl"]
-    assert [r["pool/size"] for r in rl] == [2.0, 2.0, 2.0, 2.0]  # the warm start and step 1, then the newest two
-    assert [r["pool/newest_step"] for r in rl] == [1.0, 2.0, 3.0, 4.0]
+    assert [r["pool/size"] for r in rl] == [2.0, 2.0, 2.0]  # the warm start and step 1, then the newest two
+    assert [r["pool/newest_step"] for r in rl] == [1.0, 2.0, 3.0]
     assert sum(r["pool/weight_loads"] for r in rl) >= 1  # members played through the frozen model
     evals = [r for r in rows if r["stage"] == "eval"]
     assert all(r["rating/anchor/minimax/mu"] > r["rating/anchor/random/mu"] and "rating/mu" in r for r in evals)
     samples = [json.loads(line) for line in (reference / "samples.jsonl").read_text().splitlines()]
     assert all(len(s["turns"]) >= 1 for s in samples)  # policy seats only: frozen seats never train
     state = ckpt.load_state(ckpt.list_checkpoints(reference)[-1])
-    assert [m["step"] for m in state["env"]["opponent_pool"]["members"]] == [3, 4]  # the newest checkpoint (step 4)
+    assert [m["step"] for m in state["env"]["opponent_pool"]["members"]] == [2, 3]  # the newest checkpoint (step 3, the end)
 
     copy = tmp_path / "copy"
     copy_at_first_checkpoint(reference, copy)  # the run at step 2, pool and its counts included
