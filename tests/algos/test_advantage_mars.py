@@ -77,3 +77,15 @@ def test_mars_refuses_a_lone_sample_of_an_agent_and_single_turn_data() -> None:
         ))
     with pytest.raises(ValueError, match="turn_index"):
         get_estimator("mars").fn(AdvantageInputs(rewards=torch.tensor([1.0, -1.0]), group_ids=torch.tensor([0, 0]), mask=turn_index >= 0))
+
+
+def test_a_game_run_with_mars_needs_two_games_per_group() -> None:
+    from pathlib import Path
+
+    from reinforge.config import ConfigError, load_config
+    from reinforge.run.preflight import preflight
+
+    recipe = str(Path(__file__).parents[2] / "recipes" / "tictactoe-selfplay.yaml")
+    preflight(load_config(recipe, ["algo.advantage=mars"]))  # the recipe's groups hold 4 to 8 games
+    with pytest.raises(ConfigError, match="algo.advantage=mars normalizes each role within its group"):
+        preflight(load_config(recipe, ["algo.advantage=mars", "rollout.group_size=2"]))
