@@ -19,8 +19,8 @@ from reinforge.run.pipeline import run_training
 
 RECIPE = str(Path(__file__).parents[2] / "recipes" / "tictactoe-selfplay.yaml")
 RL_STEPS = 20  # evaluations at 0, 10, 20 as in the recipe: the same run, cut short
-MARGIN = 0.20  # the issue's target is +25 at the end; docs/games.md gives the recipe run's value at step 20
-DRAW_MARGIN = 0.20  # draws against minimax: the recipe run's rise at step 20 is in docs/games.md
+MARGIN = 0.20  # the issue asks +25 points; the recipe's from-scratch run (docs/games.md) is at +0 at step 20 (66% -> 66%): fails today
+DRAW_MARGIN = 0.20  # draws against minimax: that run's 14% -> 51% at step 20
 
 
 @pytest.mark.slow
