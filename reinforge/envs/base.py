@@ -75,3 +75,8 @@ class Env(Protocol):
     # episodes in task order, `group_size` per task, each episode's pieces together with its lead
     # piece first (`Trajectory.episode_part`, rollout.episode_parts). Such an env may also have
     # `close()`, which the pipeline calls when the run ends (its server, its processes).
+    #
+    # Optional: `after_step(step, engine) -> dict[str, float]`, called by the RL loop after each
+    # update (the engine holds the new weights), its metrics logged with the step; and
+    # `state_dict()` / `load_state_dict(state)`, the env's own state across steps, saved in every
+    # checkpoint and restored on resume (the game env's opponent pool, reinforge.games.pool).

@@ -89,8 +89,10 @@ def build_env(cfg: Config, tokenizer: PreTrainedTokenizerBase) -> Env:
         return build_user_env(cfg, tokenizer)
     if cfg.env.type == "game":
         from reinforge.games.env import GameEnv
+        from reinforge.games.spec import parse_spec
 
-        return GameEnv(tokenizer, cfg.env.max_turns)
+        spec, _ = parse_spec(cfg.task.params)
+        return GameEnv(tokenizer, cfg.env.max_turns, spec.opponent_pool, cfg.trainer.seed, spec.ratings)
     if cfg.env.type == "text_game":
         from reinforge.textgames.env import TextGameEnv
 

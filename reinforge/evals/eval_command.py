@@ -176,12 +176,17 @@ def run_eval(
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(dump_config(cfg))
     (out / "eval.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out / "eval.md").write_text(render_markdown(summary, settings))
+    games = any(key.startswith("game/vs-") for key in metrics)  # a game run: win / draw / loss per opponent
+    if games:
+        from reinforge.games.eval_report import games_markdown, print_games
+    (out / "eval.md").write_text(render_markdown(summary, settings) + ("\n" + games_markdown(metrics) if games else ""))
     with open(out / "eval_records.jsonl", "w") as f:
         for record in records:
             f.write(json.dumps(record) + "\n")
 
     print_report(summary)
+    if games:
+        print_games(metrics)
     console = Console(highlight=False)
     if summary["samples"]:
         console.print(MEAN_IS_PASS_1.format(k=summary["samples"]))

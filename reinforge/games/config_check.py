@@ -33,6 +33,27 @@ def check_game_config(cfg: Config) -> None:
         )
     if len(spec.policy_names) > 1:
         check_several_policies(cfg, spec.policy_names)
+        if spec.opponent_pool is not None:
+            raise ConfigError(
+                f"task.params.opponent_pool: a pool snapshots one policy, and task.params.policies={spec.policy_names} "
+                "trains several; an opponent pool per policy is not built (drop opponent_pool)"
+            )
+    if spec.opponent_pool is not None:
+        if cfg.trainer.schedule == "async":
+            raise ConfigError(
+                "task.params.opponent_pool with trainer.schedule=async: the pool snapshots the policy between steps, "
+                "while async sampling runs ahead of the updates, so which members a game could meet would depend on "
+                "thread timing (not reproducible); use trainer.schedule=sync"
+            )
+        if cfg.engine.type != "torch" or cfg.workers.workers > 0:
+            raise ConfigError(
+                "task.params.opponent_pool plays its frozen members through an in-process copy of the policy model: "
+                f"it needs engine.type=torch and workers.workers=0 (got {cfg.engine.type}, {cfg.workers.workers})"
+            )
+    if spec.ratings:
+        from reinforge.games.ratings import check_ratings_available
+
+        check_ratings_available()
     for i, seats in enumerate(spec.seats(game)):
         policy_seats = sum(who in spec.policy_names for who in seats)
         if cfg.rollout.group_size % policy_seats:
@@ -40,9 +61,9 @@ def check_game_config(cfg: Config) -> None:
                 f"rollout.group_size={cfg.rollout.group_size} is not a multiple of the {policy_seats} policy seats of "
                 f"task.params.train_seats[{i}]={seats}: a group is one trajectory per policy seat per game"
             )
-        if cfg.algo.advantage == "dr_mas" and cfg.rollout.group_size // policy_seats < 2:
+        if cfg.algo.advantage in ("dr_mas", "mars") and cfg.rollout.group_size // policy_seats < 2:
             raise ConfigError(
-                f"algo.advantage=dr_mas normalizes each role within its group: rollout.group_size={cfg.rollout.group_size} "
+                f"algo.advantage={cfg.algo.advantage} normalizes each role within its group: rollout.group_size={cfg.rollout.group_size} "
                 f"gives {cfg.rollout.group_size // policy_seats} game(s) per group for task.params.train_seats[{i}]={seats}; "
                 "it needs at least 2 (raise rollout.group_size)"
             )

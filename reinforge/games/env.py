@@ -6,6 +6,10 @@ game, so a self-play task of a two-player game plays group_size / 2 games. Evalu
 through `evaluate_games` (the seam of reinforge.evals.evaluation.evaluate): win / draw / loss
 rates against each fixed opponent (reinforge.games.evaluation).
 
+With `task.params.opponent_pool`, a `pool` seat of a training game is played by a frozen past
+policy drawn from the pool when the game is set up (reinforge.games.pool); the loop calls
+`after_step` after each update (the pool takes its snapshots) and checkpoints `state_dict()`.
+
 Warm-up examples are the tasks' random-legal demonstrations, laid out in tokens as a rollout
 lays out the same messages (chat prompt, then each later message as an observation).
 """
@@ -22,6 +26,7 @@ from reinforge.envs.chat_format import ChatFormat
 from reinforge.games.game import Game
 from reinforge.games.match import MatchRules
 from reinforge.games.play import POLICY, GameRun, play_games
+from reinforge.games.pool import POOL, OpponentPool, OpponentPoolSpec
 from reinforge.games.registry import get_game
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
@@ -52,12 +57,64 @@ def games_per_group(task: Task, group_size: int) -> int:
 
 
 class GameEnv:
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, max_turns: int):
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, max_turns: int, opponent_pool: OpponentPoolSpec | None = None,
+                 seed: int = 0, ratings: bool = False):
         self.tokenizer = tokenizer
         self.max_turns = max_turns
         self.chat = ChatFormat(tokenizer)
         self.stop_token_ids = tuple(dict.fromkeys([self.chat.end_of_turn_id, tokenizer.eos_token_id]))
         self._games: dict[str, Game] = {}
+        self.pool = OpponentPool(opponent_pool, seed) if opponent_pool is not None else None
+        self._frozen = None  # FrozenPlayers, made on first use from the policy engine's model
+        self.ratings = ratings  # rate the policy at each evaluation (reinforge.games.ratings)
+        self._ratings: dict[tuple[str, tuple[str, ...]], object] = {}
+
+    def checkpoint_ratings(self, game: Game, anchors: list[str]):
+        """The rating table of `game` with these fixed opponents as anchors (rated once, then cached)."""
+        from reinforge.games.ratings import CheckpointRatings
+
+        key = (game.name, tuple(anchors))
+        if key not in self._ratings:
+            self._ratings[key] = CheckpointRatings(game, anchors)
+        return self._ratings[key]
+
+    # --- the opponent pool (reinforge.games.pool) ---
+
+    def after_step(self, step: int, engine: Engine) -> dict[str, float]:
+        """After RL step `step`'s update (the engine holds the new weights): the pool's snapshot, when
+        due; returns the pool's metrics (pool/*) for the step's log."""
+        if self.pool is None:
+            return {}
+        if self.pool.due(step):
+            self.pool.snapshot(step, engine.model)
+        loads = float(self._frozen.loads) if self._frozen is not None else 0.0
+        if self._frozen is not None:
+            self._frozen.loads = 0
+        return {**self.pool.metrics(), "pool/weight_loads": loads}  # this step's loads of members' weights
+
+    def state_dict(self) -> dict | None:
+        return {"opponent_pool": self.pool.state_dict()} if self.pool is not None else None
+
+    def load_state_dict(self, state: dict | None) -> None:
+        if self.pool is not None and state is not None:
+            self.pool.load_state_dict(state["opponent_pool"])
+
+    def _seat_pool_members(self, runs: list[GameRun], engine: Engine) -> dict | None:
+        """Each `pool` seat gets a member drawn now; returns the members' engines (None without a pool)."""
+        if self.pool is None or not any(POOL in run.players for run in runs):
+            return None
+        from reinforge.games.frozen_players import FrozenPlayers
+
+        if not self.pool.members:  # the first training game: the warm start is the first member
+            self.pool.snapshot(0, engine.model)
+        if self._frozen is None:
+            self._frozen = FrozenPlayers(self.pool, engine)
+        for run in runs:
+            for seat, who in enumerate(run.players):
+                if who == POOL:
+                    run.players[seat] = self.pool.choose()
+            run.__post_init__()  # the frozen seats' token streams
+        return self._frozen.engines()
 
     def game(self, name: str) -> Game:
         if name not in self._games:
@@ -105,7 +162,14 @@ class GameEnv:
             for i, task in enumerate(tasks)
             for k in range(games[i])
         ]
-        version = play_games(engine, self.chat, self.decode_response, runs, params, seed, max_episode_tokens)
+        frozen = self._seat_pool_members(runs, engine)
+        version = play_games(engine, self.chat, self.decode_response, runs, params, seed, max_episode_tokens, frozen)
+        if frozen is not None:
+            for run in runs:
+                policy = run.players.index(POLICY)
+                for who in run.players:
+                    if who in frozen:
+                        self.pool.record(who, run.match.outcome(policy))
         return runs, version
 
     def run_groups(

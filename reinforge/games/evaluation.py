@@ -16,6 +16,8 @@ Metrics, from the greedy games unless named `game_sampled/`:
 - with several distinct policies, each policy's own: `policy/<name>/vs-<opponent>/...` (and
   `policy/<name>/joint/...`), `policy/<name>/accuracy`, `policy/<name>/illegal_move_rate`.
 Every trainable seat of a game counts once (a joint game of two trainable seats counts twice).
+- `rating/{mu,sigma,ordinal}`: with task.params.ratings and one trainable policy, the OpenSkill
+  rating of this checkpoint from its greedy games, the fixed opponents as anchors (reinforge.games.ratings).
 Records: one per task, the greedy game move by move (`game`) and the policy's own view (`turns`).
 """
 
@@ -27,12 +29,14 @@ import numpy as np
 
 from reinforge.engines.base import Engine, SamplingParams
 from reinforge.games.match import OUTCOMES
+from reinforge.games.opponents import OPPONENTS
 from reinforge.games.play import POLICY, GameRun
 from reinforge.tasks.task import Task
 
 
 def policy_seats(run: GameRun) -> list[int]:
-    return list(run.streams)
+    """The seats of the trainable policies (not of frozen pool members)."""
+    return [seat for seat in run.streams if run.players[seat] in run.policies]
 
 
 def policy_seat(run: GameRun) -> int:
@@ -110,6 +114,15 @@ def evaluate_games(env, engine: Engine, tasks: list[Task], max_new_tokens: int, 
     for name in policies if len(policies) > 1 else []:
         metrics.update(outcome_metrics(greedy, f"policy/{name}", policy=name))
         metrics.update({f"policy/{name}/{key}": value for key, value in seat_rates(greedy, name).items()})
+    if getattr(env, "ratings", False) and len(policies) == 1:
+        # this checkpoint's rating against the fixed opponents (reinforge.games.ratings)
+        for name in sorted({task.metadata["game"] for task in tasks}):
+            runs = [run for run in greedy if run.match.game.name == name and opponent_of(run.task) in OPPONENTS]
+            if not runs:
+                continue
+            anchors = sorted({opponent_of(run.task) for run in runs})
+            table = env.checkpoint_ratings(runs[0].match.game, anchors)
+            metrics.update(table.rate([(opponent_of(run.task), run.match.outcome(policy_seat(run))) for run in runs]))
 
     records = []
     for i, (task, run) in enumerate(zip(tasks, greedy)):

@@ -10,6 +10,12 @@ Moves are short canonical strings ("5", "bet"): the move format a tiny model can
 policy's turn text is turned into a move by `parse_move` (whitespace stripped, nothing else
 forgiven); a text that is not a legal move is an illegal move (the match counts it).
 
+Simultaneous moves: a game whose players act at once in a round (rock-paper-scissors) still asks
+them one at a time (`to_move` is the next player of the round yet to commit), but its state holds
+the round's committed moves hidden: `view` never shows them, and `round_complete(state)` is false
+until every player has committed; the referee holds each move's announcement until then, so no
+player reads another's move of the round before its own is in (reinforge.games.match).
+
 States are immutable and hashable, so a perfect player can search and memoize them.
 """
 
@@ -69,6 +75,11 @@ class Game(ABC):
     @abstractmethod
     def announce(self, state: State, mover: int, move: str, observer: int) -> str:
         """How `observer` learns that `mover` played `move` in `state` (the state before it)."""
+
+    def round_complete(self, state: State) -> bool:
+        """Whether every move played so far may be announced: always, in a turn-based game; in a
+        simultaneous one, only once every player has committed its move of the round."""
+        return True
 
     def parse_move(self, text: str) -> str:
         return text.strip()

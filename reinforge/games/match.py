@@ -5,6 +5,10 @@ turn), what happened since its last turn (the other players' moves as `Game.anno
 it, or that its own move was illegal), and its view of the board (`Game.view`). Those messages are
 all a player ever reads, so hidden information cannot leak into another player's tokens.
 
+Simultaneous moves (`Game.round_complete`): the other players' moves of a round are held back and
+told only once the round is complete, so a player moving second in a round reads nothing of the
+first player's move.
+
 Bad moves: a text that is not a legal move is counted (`illegal_moves`) and told to its player, who
 moves again; the player's `max_illegal_moves`-th one ends the game as a loss for it (finish
 reason "illegal_moves"). A game still going after `max_turns` turns (every attempt of every player
@@ -47,6 +51,7 @@ class Match:
     started: list[bool] = field(default_factory=list)
     illegal: list[int] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)  # every attempt: {"player", "text", "legal"}
+    held: list[tuple[int, str]] = field(default_factory=list)  # announcements waiting for the round to close (simultaneous moves)
 
     def __post_init__(self) -> None:
         n = self.game.num_players
@@ -82,8 +87,12 @@ class Match:
         if legal:
             for other in range(self.game.num_players):
                 if other != player:
-                    self.inbox[other].append(self.game.announce(self.state, player, move, other))
+                    self.held.append((other, self.game.announce(self.state, player, move, other)))
             self.state = self.game.play(self.state, move)
+            if self.game.round_complete(self.state):  # simultaneous moves: told once all have committed
+                for other, text in self.held:
+                    self.inbox[other].append(text)
+                self.held = []
             self.moves += 1
             if self.game.is_over(self.state):
                 self.finish_reason = FINISHED

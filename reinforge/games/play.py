@@ -12,6 +12,10 @@ previous turn (reinforge.envs.chat_format), and the sampled ids stay as the engi
 (loss mask on, behaviour log-probs kept). A seat sees only its own messages, so a self-play game
 yields one trajectory per seat, neither holding the other's hidden information.
 
+Frozen players (pool members, reinforge.games.pool) are asked like the policy, each member in one
+call of its own engine per round: they keep token streams of their own, which never become
+trajectories (nothing of theirs is trained).
+
 Limits: a turn that would overflow the seat's `max_episode_tokens` is cut to fit and ends the
 game ("max_tokens"), as does an observation with no room left for a reply.
 """
@@ -26,11 +30,15 @@ from reinforge.engines.base import Engine, Generation, SamplingParams
 from reinforge.envs.chat_format import ChatFormat
 from reinforge.games.match import Match
 from reinforge.games.opponents import OPPONENTS
+from reinforge.games.pool import MEMBER_PREFIX
+from reinforge.games.pool import is_member as is_pool_member
 from reinforge.rollout.episodes import add_sampled_turn, turn_seed
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 
 POLICY = "policy"
+
+
 
 
 @dataclass
@@ -67,19 +75,23 @@ class GameRun:
 
     task: Task
     group_id: int
-    players: list[str]  # per seat: a trainable policy's name or a fixed opponent's name
+    players: list[str]  # per seat: a trainable policy's name, a frozen pool member ("pool@<step>") or a fixed opponent
     match: Match
     rng: random.Random  # the fixed opponents' randomness
-    streams: dict[int, SeatStream] = field(default_factory=dict)
+    streams: dict[int, SeatStream] = field(default_factory=dict)  # the seats a model plays: trainable and frozen
     policies: tuple[str, ...] = (POLICY,)  # the trainable players' names
 
     def __post_init__(self) -> None:
         roles = self.match.game.roles
-        self.streams = {seat: SeatStream(roles[seat]) for seat, who in enumerate(self.players) if who in self.policies}
+        self.streams = {seat: SeatStream(roles[seat]) for seat, who in enumerate(self.players) if self.plays_by_model(who)}
+
+    def plays_by_model(self, who: str) -> bool:
+        """A trainable policy, or a frozen pool member (reinforge.games.pool): both sampled by an engine."""
+        return who in self.policies or is_pool_member(who)
 
     def answer_fixed_players(self) -> None:
-        """Let the fixed opponents move until a policy seat is to move or the game is over."""
-        while not self.match.over and self.players[self.match.to_move] not in self.policies:
+        """Let the fixed opponents move until a model's seat is to move or the game is over."""
+        while not self.match.over and not self.plays_by_model(self.players[self.match.to_move]):
             seat = self.match.to_move
             self.match.submit(seat, OPPONENTS[self.players[seat]](self.match.game, self.match.state, seat, self.rng))
 
@@ -89,6 +101,8 @@ class GameRun:
         of `version` (the rollout's policy version)."""
         rewards, out = self.match.rewards(), []
         for seat, stream in self.streams.items():
+            if self.players[seat] not in self.policies:  # a frozen player: not trained
+                continue
             if not stream.token_ids:
                 text = self.match.message(seat)
                 stream.observe(chat.prompt_ids([{"role": "user", "content": text}]), text)
@@ -126,14 +140,19 @@ class GameRun:
             "moves": [{"role": roles[m["player"]], "text": m["text"], "legal": m["legal"]} for m in self.match.log],
             "finish_reason": self.match.finish_reason,
             "rewards": dict(zip(roles, self.match.rewards())),
-            "views": {stream.role: stream.transcript for stream in self.streams.values()},
+            "views": {stream.role: stream.transcript for seat, stream in self.streams.items() if self.players[seat] in self.policies},
         }
 
 
-def policy_seed(seed: int | None, index: int) -> int | None:
-    """The sampling seed of the `index`-th policy's call in a round: the first policy keeps the
-    round's seed (one shared policy samples as before), the others get streams of their own."""
-    return None if seed is None or index == 0 else seed + 7919 * index
+def player_seed(seed: int | None, who: str, policy_index: int) -> int | None:
+    """The round's sampling seed for `who`: the first trainable policy keeps the round's seed (one
+    shared policy samples as before), the other policies get streams of their own (`policy_index`),
+    and a pool member's stream depends on its step."""
+    if seed is None:
+        return None
+    if is_pool_member(who):
+        return seed + 7919 * (1 + int(who.removeprefix(MEMBER_PREFIX)))
+    return seed if policy_index == 0 else seed + 7919 * policy_index
 
 
 def play_games(
@@ -144,10 +163,12 @@ def play_games(
     params: SamplingParams,
     seed: int | None,
     max_episode_tokens: int | None = None,
+    frozen: Mapping[str, Engine] | None = None,
 ) -> int:
     """Play every game of `runs` to its end (or cut), in place; returns the oldest policy version
-    that sampled any turn (0 when no policy seat had to move). `engine` samples every policy seat,
-    or, as a mapping, each trainable policy's seats are sampled by that policy's engine."""
+    that sampled any turn (the engine's version when no policy seat had to move). `engine` samples
+    every policy seat, or, as a mapping, each trainable policy's seats are sampled by that policy's
+    engine; `frozen` maps each frozen player (pool member) seated in `runs` to its engine."""
     engines = engine if isinstance(engine, Mapping) else None
     versions: list[int] = []
     for run in runs:
@@ -166,15 +187,25 @@ def play_games(
                 continue
             stream.observe(ids, text)
             asking.append((run, seat))
-        by_policy: dict[str, list[tuple[GameRun, int]]] = {}
+        by_player: dict[str, list[tuple[GameRun, int]]] = {}
         for run, seat in asking:
-            by_policy.setdefault(run.players[seat] if engines is not None else POLICY, []).append((run, seat))
-        for who, calls in by_policy.items():
-            sampler, index = (engines[who], list(engines).index(who)) if engines is not None else (engine, 0)
+            by_player.setdefault(run.players[seat], []).append((run, seat))
+        # the trainable policies first, in their order, then the frozen players
+        policy_order = list(engines) if engines is not None else [POLICY]
+        for who, calls in sorted(by_player.items(), key=lambda item: is_pool_member(item[0])):
+            index = policy_order.index(who) if who in policy_order else 0
+            if is_pool_member(who):
+                sampler = (frozen or {}).get(who)
+                if sampler is None:
+                    raise RuntimeError(f"no engine for the frozen player {who!r} (play_games(frozen=...))")
+            else:
+                sampler = engines[who] if engines is not None else engine
             generations = sampler.generate(
-                [list(run.streams[seat].token_ids) for run, seat in calls], params, seed=policy_seed(turn_seed(seed, round_), index)
+                [list(run.streams[seat].token_ids) for run, seat in calls], params,
+                seed=player_seed(turn_seed(seed, round_), who, index),
             )
-            versions += [g.policy_version for g in generations]
+            if not is_pool_member(who):
+                versions += [g.policy_version for g in generations]
             for (run, seat), generation in zip(calls, generations):
                 text = decode(generation.token_ids)
                 fits = run.streams[seat].add_turn(generation, text, max_episode_tokens)
@@ -184,4 +215,5 @@ def play_games(
                 run.answer_fixed_players()
         round_ += 1
         live = [run for run in live if not run.match.over]
-    return min(versions, default=0)
+    # No policy turn sampled (a frozen player forfeited first): the engine's current version.
+    return min(versions, default=getattr(engine, "policy_version", 0))

@@ -6,11 +6,12 @@ from reinforge.games.connect_four import ConnectFour
 from reinforge.games.describer_guesser import DescriberGuesser
 from reinforge.games.game import Game
 from reinforge.games.kuhn_poker import KuhnPoker
+from reinforge.games.rock_paper_scissors import RockPaperScissors
 from reinforge.games.tictactoe import TicTacToe
 
 TEXTARENA_PREFIX = "textarena:"
 GAMES: dict[str, type[Game]] = {
-    "tictactoe": TicTacToe, "connect_four": ConnectFour, "kuhn_poker": KuhnPoker,
+    "tictactoe": TicTacToe, "connect_four": ConnectFour, "kuhn_poker": KuhnPoker, "rock_paper_scissors": RockPaperScissors,
     "describer_guesser": DescriberGuesser,
 }
 

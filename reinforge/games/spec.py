@@ -10,6 +10,8 @@
         draw_reward: 0.0
         max_illegal_moves: 2
         policies: [policy]                   # trainable policies: one shared policy, or several distinct ones
+        opponent_pool: {every: 10, size: 4, sample: pfsp}   # frozen past policies for `pool` seats (reinforge.games.pool)
+        ratings: true                        # OpenSkill ratings of the policy at each evaluation (reinforge.games.ratings)
 
 A seat names a trainable policy from `policies` or a fixed player (reinforge.games.opponents).
 Several distinct policies (`policies: [describer, guesser]`, or a mapping with each one's options:
@@ -26,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from reinforge.games.game import Game
 from reinforge.games.opponents import OPPONENTS, check_opponent
 from reinforge.games.play import POLICY
+from reinforge.games.pool import POOL, OpponentPoolSpec
 from reinforge.games.registry import get_game
 
 
@@ -44,7 +47,7 @@ class PolicyOptions(BaseModel):
 class GameSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    game: str = Field(description="tictactoe | connect_four | kuhn_poker | describer_guesser | textarena:<env id> (games.textarena_game)")
+    game: str = Field(description="tictactoe | connect_four | kuhn_poker | rock_paper_scissors | describer_guesser | textarena:<env id> (games.textarena_game)")
     train_seats: list[list[str]] | None = Field(None, description="Per training game, the player of each seat; default: the policy in every seat (self-play).")
     eval_opponents: list[str] | None = Field(None, description="Fixed players the policy meets at every evaluation; default: random, and the game's perfect / equilibrium player (describer_guesser: literal).")
     eval_games: int = Field(20, gt=0, description="Evaluation games per opponent and seat.")
@@ -54,6 +57,8 @@ class GameSpec(BaseModel):
         default_factory=lambda: [POLICY],
         description="Trainable policies, named as seats name them: one shared policy, or several distinct models (a list of names, or name: {model: dir}).",
     )
+    opponent_pool: OpponentPoolSpec | None = Field(None, description="Frozen past policies as opponents: a `pool` seat in train_seats is played by a snapshot drawn from this pool (docs/games.md).")
+    ratings: bool = Field(True, description="Rate the policy at every evaluation (OpenSkill, against the fixed opponents as anchors); needs the openskill package (pip install 'reinforge[games]').")
 
     @property
     def policy_names(self) -> list[str]:
@@ -112,8 +117,16 @@ def parse_spec(params: dict) -> tuple[GameSpec, Game]:
         if not any(who in names for who in seats):
             raise GameSpecError(f"{where}={seats}: no trainable policy plays in it (name one of {names})")
         for who in seats:
-            if who not in names:
+            if who == POOL:
+                if spec.opponent_pool is None:
+                    raise GameSpecError(f"{where}={seats}: a `pool` seat needs task.params.opponent_pool (every, size, sample)")
+            elif who not in names:
                 _check_player(who, game, where)
+    if spec.opponent_pool is not None and not any(POOL in seats for seats in spec.seats(game)):
+        raise GameSpecError(
+            "task.params.opponent_pool is set but no game of task.params.train_seats has a `pool` seat: name `pool` "
+            "in a seat (e.g. [[policy, pool], [pool, policy]]) or drop opponent_pool"
+        )
     seated = {who for seats in spec.seats(game) for who in seats}
     for name in names:
         if name not in seated:
@@ -122,6 +135,8 @@ def parse_spec(params: dict) -> tuple[GameSpec, Game]:
                 "so it would never be trained; seat it, or remove it"
             )
     for who in spec.opponents(game):
+        if who == POOL:
+            raise GameSpecError("task.params.eval_opponents: `pool` plays in training games only; evaluation meets fixed players")
         if who in names:
             raise GameSpecError(f"task.params.eval_opponents: {who!r} is a trainable policy; name fixed players ({', '.join(OPPONENTS)})")
         _check_player(who, game, "task.params.eval_opponents")

@@ -80,6 +80,14 @@ def plots(rows: list[dict]) -> list[str]:
         line_chart("Reward per policy", {p: series(rows, "rl", f"policy/{p}/reward") for p in policies}, "reward", "policyreward"),
         line_chart("Held-out not-lost rate per policy", {p: series(rows, "eval", f"policy/{p}/accuracy") for p in policies},
                    "rate", "policyheldout"),
+        line_chart("Games: not lost (win + draw) against each fixed opponent", {
+            k.split("/")[1]: series(rows, "eval", k) for k in eval_keys if k.startswith("game/vs-") and k.count("/") == 2 and k.endswith("/win_draw")
+        }, "rate", "games"),
+        line_chart("Games: rating of each checkpoint (OpenSkill mu, fixed opponents as anchors)", {
+            "policy (mu)": series(rows, "eval", "rating/mu"),
+            "policy (mu - 3 sigma)": series(rows, "eval", "rating/ordinal"),
+            **{k.split("/")[2]: series(rows, "eval", k) for k in eval_keys if k.startswith("rating/anchor/")},
+        }, "rating", "rating"),
         line_chart("KL to the reference policy", {"kl_ref": series(rows, "rl", "kl_ref")}, "KL", "kl"),
         line_chart("Engine vs learner log-prob gap", {
             "mean |Δ log-prob|": series(rows, "rl", "logprob_gap/abs_mean"),

@@ -116,6 +116,7 @@ def loop_state(parts: RLComponents, sampler: TaskSampler, shuffle: torch.Generat
         "shuffle": shuffle.get_state(),
         "rng": ckpt.rng_states(),
         "result": {"rewards": result.rewards, "evals": result.evals, "steps": result.steps, "seconds": result.seconds},
+        "env": parts.env.state_dict() if hasattr(parts.env, "state_dict") else None,  # a game's opponent pool
     }
 
 
@@ -132,6 +133,8 @@ def restore_loop_state(state: dict, parts: RLComponents, sampler: TaskSampler, s
     parts.scorer.load_state_dict(scorer_state_for(state["scorer"], state.get("reward_spec"), reward_spec(cfg.reward.components)))
     shuffle.set_state(state["shuffle"])
     ckpt.restore_rng_states(state["rng"])
+    if hasattr(parts.env, "load_state_dict"):
+        parts.env.load_state_dict(state.get("env"))
     return RLResult(**state["result"])
 
 
@@ -245,6 +248,8 @@ def run_rl(
                     if parts.critic is not None:
                         update_metrics.update(parts.critic.train_step(mini, mini.returns, mini.old_values))
             schedule.publish(step, parts.learner)
+            # An env that keeps state across steps (a game's opponent pool snapshots the new weights).
+            env_metrics = parts.env.after_step(step, parts.engine) or {} if hasattr(parts.env, "after_step") else {}
             if parts.reference is not None and algo.ref_reset_every and step % algo.ref_reset_every == 0:
                 parts.reference.reset_to(parts.learner.model)
             t2 = time.perf_counter()
@@ -254,8 +259,8 @@ def run_rl(
                 result.seconds[key] += seconds
             sampled_tokens = sum(t.num_sampled_tokens for t in trajectories)
             metrics = {
-                **collected.reward_metrics, **drop_metrics, **prepare_metrics, **update_metrics, **staleness, **scheduled.metrics,
-                **value_metrics,
+                **collected.reward_metrics, **drop_metrics, **env_metrics, **prepare_metrics, **update_metrics, **staleness,
+                **scheduled.metrics, **value_metrics,
                 "response_length": sampled_tokens / len(trajectories),
                 **episode_metrics(trajectories, tools=hasattr(parts.env, "registry")),
                 "tokens_per_s": sampled_tokens / max(collected.rollout_seconds, 1e-9),

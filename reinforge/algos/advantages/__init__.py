@@ -90,6 +90,7 @@ from reinforge.algos.advantages import (  # noqa: E402,F401
     gae,
     gdpo,
     grpo,
+    mars,
     pass_at_k,
     reinforce_pp,
     rloo,
