@@ -175,7 +175,8 @@ def plot(results: dict[str, dict[str, dict]], target: float, path: Path) -> None
     rel.plot([0, 1], [0, 1], color="grey", ls=":", lw=1)
     rel.set(title="Value model reliability (all steps)", xlabel="predicted pass rate", ylabel="observed pass rate", xlim=(0, 1), ylim=(0, 1))
     for ax in (acc, zero, rel):
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
