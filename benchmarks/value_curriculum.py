@@ -15,7 +15,7 @@ saving against dynamic sampling; and for arms with the value model, its Brier sc
 the batch's own pass rate as a constant, over the second half of the run. A plot (PNG): accuracy
 against tokens, the zero-variance fraction per step and the value model's reliability curve.
 
-    python benchmarks/value_curriculum.py [--seeds 0,1,2] [--steps 100] [--arms uniform,dapo,pcl,pcl_v05]
+    python benchmarks/value_curriculum.py [--seeds 0,1,2] [--steps 200] [--eval-every 20] [--arms uniform,dapo,pcl,pcl_v05]
         [--out DIR] [--plot PATH] [--json PATH]
 
 Runs already in --out's results.json are not run again (a killed benchmark continues where it stopped).
@@ -198,8 +198,8 @@ def plot(results: dict[str, dict[str, dict]], target: float, path: Path) -> None
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--steps", type=int, default=100, help="RL steps per run")
-    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=200, help="RL steps per run")
+    parser.add_argument("--eval-every", type=int, default=20)
     parser.add_argument("--sft-steps", type=int, default=3000)
     parser.add_argument("--warm-start", default=None, metavar="DIR", help="a warm start saved by an earlier run of this script's SFT (its OUT/sft/warm_start); default: train it")
     parser.add_argument("--arms", default=DEFAULT_ARMS, help="comma-separated subset of: " + ", ".join(ARMS))
