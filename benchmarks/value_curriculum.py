@@ -15,7 +15,7 @@ saving against dynamic sampling; and for arms with the value model, its Brier sc
 the batch's own pass rate as a constant, over the second half of the run. A plot (PNG): accuracy
 against tokens, the zero-variance fraction per step and the value model's reliability curve.
 
-    python benchmarks/value_curriculum.py [--seeds 0,1,2] [--steps 100] [--arms uniform,dapo,pcl,pcl_v05]
+    python benchmarks/value_curriculum.py [--seeds 0,1,2] [--steps 200] [--eval-every 20] [--arms uniform,dapo,pcl,pcl_v05]
         [--out DIR] [--plot PATH] [--json PATH]
 
 Runs already in --out's results.json are not run again (a killed benchmark continues where it stopped).
@@ -83,9 +83,21 @@ def read_run(run_dir: Path) -> dict:
     return out
 
 
+def mean_curve(runs: dict[str, dict]) -> list[tuple[float, float]]:
+    """The arm's accuracy curve averaged over seeds, evaluation by evaluation: (mean tokens, mean accuracy)."""
+    curves = [r["curve"] for r in runs.values()]
+    points = min(len(c) for c in curves)
+    return [(mean([c[i][0] for c in curves]), mean([c[i][1] for c in curves])) for i in range(points)]
+
+
 def tokens_to_reach(curve: list[tuple[float, float]], target: float) -> float:
-    """Tokens at the first evaluation whose accuracy is at least `target` (inf: never)."""
-    return next((tokens for tokens, accuracy in curve if accuracy >= target - 1e-9), math.inf)
+    """Tokens at which `curve` first reaches `target`, linear between evaluations (inf: never)."""
+    for (x0, y0), (x1, y1) in zip(curve, curve[1:]):
+        if y0 >= target - 1e-9:
+            return x0
+        if y1 >= target - 1e-9:
+            return x0 + (x1 - x0) * (target - y0) / (y1 - y0)
+    return curve[-1][0] if curve and curve[-1][1] >= target - 1e-9 else math.inf
 
 
 def mean(values: list[float]) -> float:
@@ -93,23 +105,25 @@ def mean(values: list[float]) -> float:
 
 
 def summarize(results: dict[str, dict[str, dict]], target: float | None) -> tuple[list[dict], float]:
+    """Per arm, over seeds. Tokens to the target are read off the seed-mean curve (each seed holds out
+    its own split, so single seeds start apart by more than the arms differ)."""
     if target is None:
         dapo = results.get("dapo", {})
         target = mean([r["curve"][-1][1] for r in dapo.values()]) if dapo else 0.5
     rows = []
     for arm, runs in results.items():
-        reach = [tokens_to_reach(r["curve"], target) for r in runs.values()]
-        reached = [t for t in reach if math.isfinite(t)]
+        curve = mean_curve(runs)
+        per_seed = [tokens_to_reach(r["curve"], target) for r in runs.values()]
         row = {
             "arm": arm, "seeds": len(runs),
-            "start_accuracy": mean([r["curve"][0][1] for r in runs.values()]),
-            "final_accuracy": mean([r["curve"][-1][1] for r in runs.values()]),
+            "start_accuracy": curve[0][1],
+            "final_accuracy": curve[-1][1],
             "final_accuracy_min": min(r["curve"][-1][1] for r in runs.values()),
             "final_accuracy_max": max(r["curve"][-1][1] for r in runs.values()),
             "tokens": mean([r["tokens"] for r in runs.values()]),
             "zero_variance_frac": mean([mean(r["zero_variance"]) for r in runs.values()]),
-            "tokens_to_target": mean(reached) if len(reached) == len(reach) else math.inf,
-            "reached": f"{len(reached)}/{len(reach)}",
+            "tokens_to_target": tokens_to_reach(curve, target),
+            "reached": f"{sum(math.isfinite(t) for t in per_seed)}/{len(per_seed)}",
             "rl_seconds": mean([r["seconds"] for r in runs.values()]),
         }
         if all("brier" in r for r in runs.values()):
@@ -122,22 +136,22 @@ def summarize(results: dict[str, dict[str, dict]], target: float | None) -> tupl
     for row in rows:
         dapo_tokens = dapo_row["tokens_to_target"] if dapo_row is not None else math.inf
         if 0 < dapo_tokens < math.inf and math.isfinite(row["tokens_to_target"]):
-            row["saving_vs_dapo"] = 1 - row["tokens_to_target"] / dapo_row["tokens_to_target"]
+            row["saving_vs_dapo"] = 1 - row["tokens_to_target"] / dapo_tokens
     return rows, target
 
 
 def table(rows: list[dict], target: float) -> str:
     lines = [
-        f"| arm | held-out acc (start -> end, min-max) | tokens sampled | zero-variance groups | tokens to {target:.3f} (seeds) | vs dapo | Brier (const) |",
-        "|---|---|---|---|---|---|---|",
+        f"| arm | held-out acc, start -> end (end min-max over seeds) | tokens sampled | zero-variance groups | tokens to {target:.3f} (mean curve; seeds reaching it) | vs dapo | Brier (constant) | RL seconds |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        to_target = f"{r['tokens_to_target']:,.0f} ({r['reached']})" if math.isfinite(r["tokens_to_target"]) else f"not all ({r['reached']})"
+        to_target = f"{r['tokens_to_target']:,.0f} ({r['reached']})" if math.isfinite(r["tokens_to_target"]) else f"never ({r['reached']})"
         saving = f"{r['saving_vs_dapo']:+.0%}" if "saving_vs_dapo" in r else "-"
         brier = f"{r['brier']:.3f} ({r['brier_constant']:.3f})" if "brier" in r else "-"
         lines.append(
             f"| {r['arm']} | {r['start_accuracy']:.3f} -> {r['final_accuracy']:.3f} ({r['final_accuracy_min']:.3f}-{r['final_accuracy_max']:.3f}) "
-            f"| {r['tokens']:,.0f} | {r['zero_variance_frac']:.2f} | {to_target} | {saving} | {brier} |"
+            f"| {r['tokens']:,.0f} | {r['zero_variance_frac']:.2f} | {to_target} | {saving} | {brier} | {r['rl_seconds']:.0f} |"
         )
     return "\n".join(lines)
 
@@ -151,10 +165,9 @@ def plot(results: dict[str, dict[str, dict]], target: float, path: Path) -> None
     fig, (acc, zero, rel) = plt.subplots(1, 3, figsize=(16, 4.5))
     for arm, runs in results.items():
         curves = list(runs.values())
-        points = min(len(r["curve"]) for r in curves)
-        xs = [mean([r["curve"][i][0] for r in curves]) for i in range(points)]
-        ys = [[r["curve"][i][1] for r in curves] for i in range(points)]
-        line = acc.plot(xs, [mean(y) for y in ys], marker="o", ms=3, label=arm)[0]
+        xs, means = zip(*mean_curve(runs))
+        ys = [[r["curve"][i][1] for r in curves] for i in range(len(xs))]
+        line = acc.plot(xs, means, marker="o", ms=3, label=arm)[0]
         acc.fill_between(xs, [min(y) for y in ys], [max(y) for y in ys], color=line.get_color(), alpha=0.15)
         steps = min(len(r["zero_variance"]) for r in curves)
         zero.plot(range(1, steps + 1), [mean([r["zero_variance"][s] for r in curves]) for s in range(steps)], label=arm, lw=1)
@@ -175,7 +188,8 @@ def plot(results: dict[str, dict[str, dict]], target: float, path: Path) -> None
     rel.plot([0, 1], [0, 1], color="grey", ls=":", lw=1)
     rel.set(title="Value model reliability (all steps)", xlabel="predicted pass rate", ylabel="observed pass rate", xlim=(0, 1), ylim=(0, 1))
     for ax in (acc, zero, rel):
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -184,8 +198,8 @@ def plot(results: dict[str, dict[str, dict]], target: float, path: Path) -> None
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--steps", type=int, default=100, help="RL steps per run")
-    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=200, help="RL steps per run")
+    parser.add_argument("--eval-every", type=int, default=20)
     parser.add_argument("--sft-steps", type=int, default=3000)
     parser.add_argument("--warm-start", default=None, metavar="DIR", help="a warm start saved by an earlier run of this script's SFT (its OUT/sft/warm_start); default: train it")
     parser.add_argument("--arms", default=DEFAULT_ARMS, help="comma-separated subset of: " + ", ".join(ARMS))

@@ -135,6 +135,9 @@ class CurriculumSampler:
 
     def _learn(self, groups: dict[int, list[Trajectory]]) -> dict[str, float]:
         component = self.cfg.component
+        missing = sorted({m[0].task_id for m in groups.values()} - set(self.pending))
+        if missing:  # every group the loop trains on was drawn through next_batch, which predicted it
+            raise ValueError(f"no prediction was made before sampling task(s) {missing[:3]}: were they drawn from another sampler?")
         outcomes = [[success(t, component) for t in members] for members in groups.values()]
         entries = [self.pending[members[0].task_id] for members in groups.values()]
         per_sample_pred = torch.tensor([e[2] for e, o in zip(entries, outcomes) for _ in o], dtype=torch.float64)

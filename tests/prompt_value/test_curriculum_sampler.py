@@ -109,3 +109,14 @@ def test_group_abs_advantages_per_sample_and_per_token():
     per_token = torch.tensor([[1.0, 3.0], [2.0, 0.0], [0.0, 0.0], [4.0, 4.0]])
     mask = torch.tensor([[True, True], [True, False], [True, True], [True, True]])
     assert group_abs_advantages(trajs, per_token, mask) == {0: 2.0, 1: 2.0}  # (2 + 2) / 2, (0 + 4) / 2
+
+
+def test_a_plain_sampler_resumes_the_data_cursor_of_a_curriculum_checkpoint():
+    # `--force` resume of a run with the prompt_value section switched off: the data cursor carries over.
+    from reinforge.trainer.task_sampler import TaskSampler
+
+    curriculum = CurriculumSampler(TASKS, seed=5, cfg=PromptValueConfig(), featurize=None, embed_dim=None)
+    curriculum.next_batch(3)
+    plain = TaskSampler(TASKS, seed=0)
+    plain.load_state_dict(copy.deepcopy(curriculum.state_dict()))
+    assert [t.id for t in plain.next_batch(6)] == [t.id for t in curriculum.next_batch(6)]

@@ -2,35 +2,31 @@
 
 from __future__ import annotations
 
-import json
 import re
 
-from reinforge.telemetry.report import reliability_points, write_report
-from test_report import make_fake_run
+from reinforge.telemetry.report import plots, reliability_points
 
 
-def add_value_metrics(run) -> None:
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    for r in rows:
-        if r["stage"] == "rl":
-            r.update({"value/brier": 0.2 - 0.02 * r["step"], "value/brier_constant": 0.22})
-            r.update({"value/reliability/pred_1": 0.12, "value/reliability/obs_1": 0.1, "value/reliability/n_1": 8.0 * r["step"]})
-            r.update({"value/reliability/pred_6": 0.64, "value/reliability/obs_6": 0.7, "value/reliability/n_6": 4.0 * r["step"]})
-    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+def value_rows() -> list[dict]:
+    """Four RL steps that logged only the value model's metrics (cumulative reliability counts)."""
+    rows = []
+    for step in range(1, 5):
+        rows.append({
+            "stage": "rl", "step": step, "value/brier": 0.2 - 0.02 * step, "value/brier_constant": 0.22,
+            "value/reliability/pred_1": 0.12, "value/reliability/obs_1": 0.1, "value/reliability/n_1": 8.0 * step,
+            "value/reliability/pred_6": 0.64, "value/reliability/obs_6": 0.7, "value/reliability/n_6": 4.0 * step,
+        })
+    return rows
 
 
-def test_report_draws_brier_and_the_last_steps_reliability_curve(tmp_path):
-    run = make_fake_run(tmp_path)
-    add_value_metrics(run)
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert reliability_points(rows) == [(0.12, 0.1, 32.0), (0.64, 0.7, 16.0)]  # step 4's cumulative counts
-    page = write_report(run).read_text()
-    assert page.count("<svg") == 12  # the 10 of a run without the value model, and these two
-    titles = " ".join(re.findall(r"<!-- (.*?) -->", page))
+def test_the_reliability_curve_is_the_last_steps_cumulative_one():
+    assert reliability_points(value_rows()) == [(0.12, 0.1, 32.0), (0.64, 0.7, 16.0)]
+    assert reliability_points([{"stage": "rl", "step": 1, "reward": 0.5}]) == []  # a run without the value model
+
+
+def test_report_plots_include_brier_and_reliability_charts():
+    svgs = plots(value_rows())  # every other chart has no data here and is left out
+    assert len(svgs) == 2
+    titles = " ".join(re.findall(r"<!-- (.*?) -->", "".join(svgs)))  # matplotlib names each text it draws
     for label in ("Prompt-value model: Brier score", "batch pass rate as a constant", "Prompt-value model reliability", "32"):
         assert label in titles
-
-
-def test_a_run_without_the_value_model_has_no_value_charts(tmp_path):
-    page = write_report(make_fake_run(tmp_path)).read_text()
-    assert "Prompt-value" not in page
