@@ -38,6 +38,7 @@ class DescriberGuesser(Game):
     max_moves = 2
     perfect_information = False
     cooperative = True
+    deal_per_task = True  # a task is one secret: its group's games compare clues (and guesses) for it
 
     def initial_state(self, rng: random.Random) -> tuple[str, str, str]:
         return (rng.choice(THINGS), "", "")

@@ -103,3 +103,20 @@ def test_the_secret_never_enters_the_guessers_tokens(tokenizer) -> None:
     assert (describer_a.stats["env_reward"], guesser_a.stats["env_reward"]) == (1.0, 1.0)
     assert (describer_b.stats["env_reward"], guesser_b.stats["env_reward"]) == (0.0, 0.0)
     assert (describer_b.stats["loss"], guesser_b.stats["loss"]) == (1.0, 1.0)
+
+
+def test_every_game_of_a_task_has_the_same_secret(tokenizer) -> None:
+    env = GameEnv(tokenizer, max_turns=4)
+    engine = ScriptEngine(tokenizer, env.chat.end_of_turn_id, {"describer": "red", "guesser": "cherry"})
+    params = SamplingParams(4, stop_token_ids=env.stop_token_ids)
+
+    def secrets(game_seed):
+        meta = {"game": "describer_guesser", "seats": ["describer", "literal"], "policies": ["describer", "guesser"],
+                "game_seed": game_seed, "draw_reward": 0.0, "max_illegal_moves": 2, "family": "vs-literal", "demo_seat": 0}
+        task = Task(id=f"dg-{game_seed}", prompt=[{"role": "user", "content": "?"}], answer="", metadata=meta)
+        runs, _ = env.play(engine, [task], [6], params, 0, 0, None, "train")
+        return {run.match.state[0] for run in runs}
+
+    dealt = [secrets(seed) for seed in range(12)]
+    assert all(len(s) == 1 for s in dealt)  # a group answers one question
+    assert len(set().union(*dealt)) > 1  # tasks differ
