@@ -91,7 +91,8 @@ class DescriberGuesser(Game):
     def view(self, state: tuple[str, str, str], player: int) -> str:
         if player == 0:
             return f"Colours {numbered(COLOURS)}. Your clue for {state[0]}:"
-        return f"Things {numbered(THINGS)}. Your guess for {COLOURS[int(state[1]) - 1]}:"
+        clue = COLOURS[int(state[1]) - 1] if state[1] else "no clue"  # the describer forfeited before its clue
+        return f"Things {numbered(THINGS)}. Your guess for {clue}:"
 
     def announce(self, state: tuple[str, str, str], mover: int, move: str, observer: int) -> str:
         return "The describer gave its clue." if mover == 0 else f"Guess {THINGS[int(move) - 1]}."

@@ -42,6 +42,7 @@ def test_the_describer_clues_then_the_guesser_guesses_and_both_share_the_result(
     assert THINGS == ("cherry", "banana", "lime", "sky") and COLOURS == ("blue", "red", "yellow", "green")
     state = ("lime", "", "")
     assert game.to_move(state) == 0 and game.legal_moves(state) == ["1", "2", "3", "4"]
+    assert game.view(state, 1).endswith("Your guess for no clue:")  # what a guesser whose describer forfeited is shown last
     assert game.view(state, 0) == "Colours 1 blue 2 red 3 yellow 4 green. Your clue for lime:"
     state = game.play(state, "4")  # green
     assert game.to_move(state) == 1 and game.legal_moves(state) == ["1", "2", "3", "4"] and not game.is_over(state)
