@@ -144,8 +144,11 @@ class GameEnv:
         meta = task.metadata
         game = self.game(meta["game"])
         rng = random.Random(rng_seed)
+        # A game dealt per task (describer_guesser's secret) deals every game of a group alike, so the
+        # group compares answers to one question; the fixed players' randomness stays per game.
+        deal_rng = random.Random(f"{meta['game_seed']}-deal") if game.deal_per_task else rng
         rules = MatchRules(float(meta["draw_reward"]), int(meta["max_illegal_moves"]), self.max_turns)
-        return GameRun(task, group_id, list(meta["seats"]), game.new_match(rules, rng), rng,
+        return GameRun(task, group_id, list(meta["seats"]), game.new_match(rules, deal_rng), rng,
                        policies=trainable_players(task))
 
     def play(

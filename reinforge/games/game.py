@@ -34,6 +34,7 @@ class Game(ABC):
     max_moves: ClassVar[int]  # the longest legal game, in moves of all players
     perfect_information: ClassVar[bool] = True
     cooperative: ClassVar[bool] = False  # the players share one result (payoffs equal, not zero-sum)
+    deal_per_task: ClassVar[bool] = False  # every game of a task starts from the same deal (one question per task)
 
     @property
     def num_players(self) -> int:

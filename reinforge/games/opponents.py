@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Protocol
 
 from reinforge.games.game import Game, State
-from reinforge.games.describer_guesser import COLOUR_OF
+from reinforge.games.describer_guesser import COLOURS, colour_number, thing_number
 from reinforge.games.kuhn_poker import CARDS
 
 
@@ -84,8 +84,8 @@ def literal(game: Game, state: State, player: int, rng: random.Random) -> str:
     guesser, the thing of the clue's colour (it reads the clue only, never the secret)."""
     secret, clue, _ = state
     if player == 0:
-        return COLOUR_OF[secret]
-    return next(thing for thing, colour in COLOUR_OF.items() if colour == clue)
+        return colour_number(secret)
+    return thing_number(COLOURS[int(clue) - 1])
 
 
 OPPONENTS: dict[str, Opponent] = {

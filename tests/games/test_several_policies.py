@@ -30,8 +30,9 @@ from run_records import copy_at_first_checkpoint, run_metrics
 
 RECIPE = str(Path(__file__).parents[2] / "recipes" / "describer-guesser.yaml")
 MICRO = [
-    "model.preset=nano", "task.train_size=24", "task.params.eval_games=2", "sft.steps=2", "sft.batch_size=4",
-    "rollout.prompts_per_step=3", "rollout.group_size=4", "trainer.steps=4", "eval.every=2", "trainer.checkpoint_every=2",
+    "model.preset=nano", "task.train_size=24", "task.params.eval_games=1", "sft.steps=2", "sft.batch_size=4",
+    "rollout.prompts_per_step=3", "rollout.group_size=4", "trainer.steps=3", "eval.every=2", "trainer.checkpoint_every=2",
+    "algo.epochs=1", "algo.mini_batches=1",
     "telemetry.progress=false", "telemetry.tensorboard=false", "telemetry.wandb=off",
     "algo.entropy_coef=0.01",  # a 2-step warm-up plays no legal move (every reward -1): the entropy term still moves the weights
 ]
@@ -104,7 +105,7 @@ class VersionEngine:
         for prompt in prompts:
             text = self.tokenizer.decode(prompt)
             self.prompts.append(text)
-            move = "red" if "You are the describer" in text else "cherry"
+            move = "2" if "You are the describer" in text else "1"
             ids = self.tokenizer(move, add_special_tokens=False).input_ids + [self.stop_id]
             out.append(Generation(ids, [-0.1] * len(ids), "stop", self.policy_version))
         return out
@@ -138,7 +139,7 @@ def test_a_two_policy_run_trains_each_policy_reports_both_and_resumes_exactly(tm
     for name in ("describer", "guesser"):  # each policy: its own warm start, checkpoints and final model
         warm, final = load_file(run_dir / "warm_start" / name / "model.safetensors"), weights(run_dir, name)
         assert any(not torch.equal(warm[k], final[k]) for k in warm), f"{name} was not trained"
-        assert (run_dir / "checkpoints" / "step_000004" / "model" / name / "config.json").is_file()
+        assert (run_dir / "checkpoints" / "step_000003" / "model" / name / "config.json").is_file()
     d, g = weights(run_dir, "describer"), weights(run_dir, "guesser")
     assert any(not torch.equal(d[k], g[k]) for k in d)  # two distinct models
 
