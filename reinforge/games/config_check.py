@@ -3,34 +3,18 @@
 from __future__ import annotations
 
 from reinforge.config import Config, ConfigError
+from reinforge.envs.chat_game_env import check_chat_game_config
 from reinforge.games.spec import GameSpecError, parse_spec
-from reinforge.import_paths import is_import_path
 
 
 def check_game_config(cfg: Config) -> None:
-    env = cfg.env
     if cfg.task.source != "game":
         raise ConfigError(f"env.type=game plays the game setups of task.source=game (docs/games.md), not task.source={cfg.task.source}")
     try:
         spec, game = parse_spec(cfg.task.params)
     except GameSpecError as err:
         raise ConfigError(str(err)) from None
-    if env.tools or env.params:
-        raise ConfigError("env.type=game takes no env.tools or env.params; the game is set in task.params (docs/games.md)")
-    if cfg.rollout.prompt_format == "raw":
-        raise ConfigError("env.type=game lays out each player's turns as chat messages; rollout.prompt_format=raw cannot hold them (use auto or chat)")
-    if env.max_turns < game.max_moves:
-        raise ConfigError(
-            f"env.max_turns={env.max_turns} would cut every long {game.name} game: it counts every attempted move of every "
-            f"player, and a game can take {game.max_moves} moves; set env.max_turns >= {game.max_moves} (a few more leave "
-            "room for illegal attempts)"
-        )
-    fns = [c.fn for c in cfg.reward.components]
-    if "env_reward" not in fns or any(fn != "env_reward" and not is_import_path(fn) for fn in fns):
-        raise ConfigError(
-            f"reward.components use {fns}: a game's reward is its result, reported as the env reward; set "
-            "reward.components: [{name: game, fn: env_reward}] (your own reward functions by import path may be added)"
-        )
+    check_chat_game_config(cfg, game.name, game.max_moves, "game")
     if len(spec.policy_names) > 1:
         check_several_policies(cfg, spec.policy_names)
         if spec.opponent_pool is not None:

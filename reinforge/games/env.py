@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from transformers import PreTrainedTokenizerBase
 
 from reinforge.engines.base import Engine, SamplingParams
-from reinforge.envs.chat_format import ChatFormat
+from reinforge.envs.chat_game_env import ChatGameEnv
 from reinforge.games.game import Game
 from reinforge.games.match import MatchRules
 from reinforge.games.play import POLICY, GameRun, play_games
@@ -56,13 +56,10 @@ def games_per_group(task: Task, group_size: int) -> int:
     return group_size // seats
 
 
-class GameEnv:
+class GameEnv(ChatGameEnv):
     def __init__(self, tokenizer: PreTrainedTokenizerBase, max_turns: int, opponent_pool: OpponentPoolSpec | None = None,
                  seed: int = 0, ratings: bool = False):
-        self.tokenizer = tokenizer
-        self.max_turns = max_turns
-        self.chat = ChatFormat(tokenizer)
-        self.stop_token_ids = tuple(dict.fromkeys([self.chat.end_of_turn_id, tokenizer.eos_token_id]))
+        super().__init__(tokenizer, max_turns)
         self._games: dict[str, Game] = {}
         self.pool = OpponentPool(opponent_pool, seed) if opponent_pool is not None else None
         self._frozen = None  # FrozenPlayers, made on first use from the policy engine's model
@@ -125,18 +122,6 @@ class GameEnv:
 
     def episode(self):
         raise GameEnvError("a game is played by GameEnv.run_groups (several players per episode), not one episode at a time")
-
-    def prompt_ids(self, task: Task) -> list[int]:
-        return self.chat.prompt_ids(task.prompt)
-
-    def decode_response(self, token_ids: list[int]) -> str:
-        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
-
-    def demonstration_turns(self, task: Task) -> list[str]:
-        return [str(m["content"]) for m in task.demonstration or [] if m.get("role") == "assistant"]
-
-    def sft_example(self, task: Task) -> tuple[list[int], list[bool]]:
-        return self.chat.demonstration_ids(self.prompt_ids(task), list(task.demonstration or []))
 
     # --- games ---
 

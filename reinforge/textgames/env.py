@@ -29,7 +29,7 @@ import random
 from transformers import PreTrainedTokenizerBase
 
 from reinforge.envs.base import StepResult
-from reinforge.envs.chat_format import ChatFormat
+from reinforge.envs.chat_game_env import ChatGameEnv
 from reinforge.tasks.task import Task
 from reinforge.textgames.game import Puzzle, TextGame
 from reinforge.textgames.registry import build_game
@@ -40,12 +40,9 @@ def illegal_message(feedback: str) -> str:
     return f"Illegal move: {feedback} Try again."
 
 
-class TextGameEnv:
+class TextGameEnv(ChatGameEnv):
     def __init__(self, tokenizer: PreTrainedTokenizerBase, max_turns: int):
-        self.tokenizer = tokenizer
-        self.max_turns = max_turns
-        self.chat = ChatFormat(tokenizer)
-        self.stop_token_ids = tuple(dict.fromkeys([self.chat.end_of_turn_id, tokenizer.eos_token_id]))
+        super().__init__(tokenizer, max_turns)
         self._games: dict[str, TextGame] = {}
 
     def game(self, spec: TextGameSpec) -> TextGame:
@@ -60,18 +57,6 @@ class TextGameEnv:
 
     def episode(self) -> "TextGameEpisode":
         return TextGameEpisode(self)
-
-    def prompt_ids(self, task: Task) -> list[int]:
-        return self.chat.prompt_ids(task.prompt)
-
-    def decode_response(self, token_ids: list[int]) -> str:
-        return self.tokenizer.decode(token_ids, skip_special_tokens=True)
-
-    def demonstration_turns(self, task: Task) -> list[str]:
-        return [str(m["content"]) for m in task.demonstration or [] if m.get("role") == "assistant"]
-
-    def sft_example(self, task: Task) -> tuple[list[int], list[bool]]:
-        return self.chat.demonstration_ids(self.prompt_ids(task), list(task.demonstration or []))
 
     def evaluate_games(self, engine, tasks: list[Task], max_new_tokens: int, samples: int, temperature: float,
                        seed: int, max_episode_tokens: int | None = None) -> tuple[dict[str, float], list[dict]]:

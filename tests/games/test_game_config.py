@@ -39,7 +39,7 @@ def test_the_recipe_passes() -> None:
         (["task.params.max_illegal_moves=0"], "task.params.max_illegal_moves"),
         (["task.params.colour=red"], "task.params.colour"),
         (["env.type=single_turn"], "task.source=game describes games, which only env.type=game plays"),
-        (["env.max_turns=4"], "env.max_turns=4 would cut every long tictactoe game"),
+        (["env.max_turns=4"], "env.max_turns=4 would cut tictactoe games before their own end"),
         (["rollout.group_size=7"], "rollout.group_size=7 is not a multiple of the 2 policy seats"),
         (["rollout.group_size=2"], "algo.advantage=dr_mas normalizes each role within its group"),
         (["rollout.prompt_format=raw"], "rollout.prompt_format=raw"),
