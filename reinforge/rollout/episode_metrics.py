@@ -45,3 +45,17 @@ def episode_metrics(trajectories: list[Trajectory], tools: bool = True) -> dict[
         1, sum(t.num_turns for t in trajectories)
     )
     return metrics
+
+
+def step_metrics(trajectories: list[Trajectory], rollout_seconds: float, phases: dict[str, float],
+                 tools: bool = True) -> dict[str, float]:
+    """What every RL step logs about its rollouts and its time (the one-policy and the several-policy
+    loops alike): response length, the episode rates above, sampling speed, seconds per phase."""
+    sampled_tokens = sum(t.num_sampled_tokens for t in trajectories)
+    return {
+        "response_length": sampled_tokens / len(trajectories),
+        **episode_metrics(trajectories, tools=tools),
+        "tokens_per_s": sampled_tokens / max(rollout_seconds, 1e-9),
+        "step_seconds": sum(phases.values()),
+        **{f"time/{key}": seconds for key, seconds in phases.items()},
+    }

@@ -17,6 +17,7 @@ import json
 import os
 import random
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -249,6 +250,16 @@ def latest_checkpoint(run_dir: Path, chosen: Path | None = None) -> Path | None:
         offer = f" The previous valid checkpoint is {previous}: resume from it with --checkpoint {previous}." if previous else " No earlier valid checkpoint exists."
         raise CheckpointError(f"cannot resume from {target}: {err}.{offer}") from None
     return target
+
+
+def resume_from(run_dir: Path, found: Path) -> dict[str, Any]:
+    """The state of checkpoint `found` of `run_dir`, its logs cut back to that checkpoint (a warning
+    on stderr for each log that ended early), announced on stdout."""
+    state = load_state(found)
+    for warning in truncate_logs(run_dir, state["logs"]):
+        print(f"reinforge: warning: {warning}", file=sys.stderr)
+    print(f"resuming {run_dir} after step {state['step']} from {found}")
+    return state
 
 
 def load_state(directory: Path) -> dict[str, Any]:

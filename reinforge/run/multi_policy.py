@@ -20,7 +20,6 @@ each a Hugging Face model directory. The rest (metrics, samples, report) is as i
 
 from __future__ import annotations
 
-import sys
 import time
 from contextlib import closing
 from pathlib import Path
@@ -123,10 +122,7 @@ def run_multi_policy_training(cfg: Config, resume: bool = False, checkpoint: Pat
     if resume and (found := ckpt.latest_checkpoint(run_dir, checkpoint)) is not None:
         loaded = {name: load_model_and_tokenizer(str(found / "model" / name)) for name in names}
         models, tokenizer = {name: m for name, (m, _) in loaded.items()}, loaded[names[0]][1]
-        state = ckpt.load_state(found)
-        for warning in ckpt.truncate_logs(run_dir, state["logs"]):
-            print(f"reinforge: warning: {warning}", file=sys.stderr)
-        print(f"resuming {run_dir} after step {state['step']} from {found}")
+        state = ckpt.resume_from(run_dir, found)
     else:
         if resume:  # killed before its first checkpoint: start over, exactly as the first time
             ckpt.truncate_logs(run_dir, dict.fromkeys(ckpt.LOG_FILES, 0))

@@ -6,7 +6,6 @@ This file only composes components; every piece lives in its own folder.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from contextlib import closing, nullcontext
 from dataclasses import dataclass
@@ -256,10 +255,7 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
             model, tokenizer = lora_base_for_resume(cfg, run_dir, tasks, tokenizer)
         else:
             model, tokenizer = load_model_and_tokenizer(str(found / "model"))
-        state = ckpt.load_state(found)
-        for warning in ckpt.truncate_logs(run_dir, state["logs"]):
-            print(f"reinforge: warning: {warning}", file=sys.stderr)
-        print(f"resuming {run_dir} after step {state['step']} from {found}")
+        state = ckpt.resume_from(run_dir, found)
     else:
         if resume:  # killed before its first checkpoint: start over, exactly as the first time
             ckpt.truncate_logs(run_dir, dict.fromkeys(ckpt.LOG_FILES, 0))

@@ -32,7 +32,7 @@ from reinforge.games.env import GameEnv
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.rewards.scorer import RewardScorer
-from reinforge.rollout.episode_metrics import episode_metrics
+from reinforge.rollout.episode_metrics import step_metrics
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.run import checkpoint as ckpt
 from reinforge.run.graceful_stop import GracefulStop
@@ -197,14 +197,9 @@ def run_multi_policy_rl(
             phases = {"rollout": collected.rollout_seconds, "reward": collected.reward_seconds, "prepare": 0.0, "update": update_seconds}
             for key, seconds in phases.items():
                 result.seconds[key] += seconds
-            sampled_tokens = sum(t.num_sampled_tokens for t in trajectories)
             metrics = {
                 **collected.reward_metrics, **per_policy,
-                "response_length": sampled_tokens / len(trajectories),
-                **episode_metrics(trajectories, tools=False),
-                "tokens_per_s": sampled_tokens / max(collected.rollout_seconds, 1e-9),
-                "step_seconds": sum(phases.values()),
-                **{f"time/{key}": seconds for key, seconds in phases.items()},
+                **step_metrics(trajectories, collected.rollout_seconds, phases, tools=False),
             }
             result.rewards.append(metrics["reward"])
             result.steps.append(metrics)

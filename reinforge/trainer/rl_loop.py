@@ -30,7 +30,7 @@ from reinforge.learner.critic_learner import CriticLearner
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.rewards.scorer import RewardScorer
-from reinforge.rollout.episode_metrics import episode_metrics
+from reinforge.rollout.episode_metrics import step_metrics
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import TaskSplits
 from reinforge.telemetry import MetricsLogger, ProgressDisplay
@@ -257,16 +257,11 @@ def run_rl(
             phases = {"rollout": collected.rollout_seconds, "reward": collected.reward_seconds, "prepare": t1 - t0, "update": t2 - t1}
             for key, seconds in phases.items():
                 result.seconds[key] += seconds
-            sampled_tokens = sum(t.num_sampled_tokens for t in trajectories)
             metrics = {
                 **collected.reward_metrics, **drop_metrics, **env_metrics, **prepare_metrics, **update_metrics, **staleness,
                 **scheduled.metrics, **value_metrics,
-                "response_length": sampled_tokens / len(trajectories),
-                **episode_metrics(trajectories, tools=hasattr(parts.env, "registry")),
-                "tokens_per_s": sampled_tokens / max(collected.rollout_seconds, 1e-9),
-                "step_seconds": sum(phases.values()),
+                **step_metrics(trajectories, collected.rollout_seconds, phases, tools=hasattr(parts.env, "registry")),
                 "policy_version": float(parts.learner.version),
-                **{f"time/{key}": seconds for key, seconds in phases.items()},
             }
             if step == first_step and (warning := measured_gap_warning(metrics, algo.tis_cap)) is not None:
                 print(f"reinforge: warning: {warning}", file=sys.stderr)
