@@ -260,7 +260,7 @@ class CriticConfig(Section):
 
 class PromptValueConfig(Section):
     """A prompt-value model (V0-style) that predicts the policy's pass rate on a prompt before sampling it
-    (reinforge.prompt_value, docs/value_models.md); it picks prompts (PCL) and can serve as the advantage
+    (reinforge.values, docs/value_models.md); it picks prompts (PCL) and can serve as the advantage
     baseline's prior (algo.advantage=v05_prior)."""
 
     enabled: bool = Field(False, description="Train a prompt-value model online from every step's groups and log its calibration (value/*).")

@@ -1,6 +1,6 @@
 """An optional hook the TorchEngine calls every `every` decode steps: it may stop live rows.
 
-Rollout pruning (reinforge.trainer.rollout_pruning) uses it to stop responses a success head
+Rollout pruning (reinforge.values.rollout_pruning) uses it to stop responses a success head
 predicts will fail. The engine only builds a `DecodeCheck` at those steps and applies the rows the
 hook returns (finish reason "pruned", the tokens sampled so far kept); with no hook it does nothing.
 """

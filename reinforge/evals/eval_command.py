@@ -35,7 +35,7 @@ from reinforge.tasks.registry import check_task_config, load_tasks
 from reinforge.evals.eval_metrics import summarize
 from reinforge.evals.evaluation import evaluate, verifier_pool
 from reinforge.evals.value_voting import voting_metrics
-from reinforge.trainer.value_heads import success_head_for_eval
+from reinforge.values.value_heads import success_head_for_eval
 
 
 MEAN_IS_PASS_1 = "mean@{k} (the fraction of the {k} samples that solve a task) is also the unbiased pass@1 estimate, so it is printed once"

@@ -18,7 +18,7 @@ from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.factory import build_env
 from reinforge.import_paths import is_in_memory
 from reinforge.learner.critic_learner import CriticLearner
-from reinforge.prompt_value.config_check import check_curriculum_tasks
+from reinforge.values.config_check import check_curriculum_tasks
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.models import lora

@@ -19,9 +19,9 @@ from reinforge.models import lora
 from reinforge.models.tiny_llama import PRESETS, tiny_llama_skeleton
 from reinforge.rewards.builtin import build_component
 from reinforge.tasks.registry import check_task_config
-from reinforge.prompt_value.config_check import check_prompt_value
+from reinforge.values.config_check import check_prompt_value
 from reinforge.telemetry.wandb_sink import wandb_available
-from reinforge.run.value_heads_check import check_value_heads
+from reinforge.values.value_heads_check import check_value_heads
 from reinforge.run.task_fit import check_jsonl_texts, check_prompt_lengths  # noqa: F401 - check_prompt_lengths re-exported
 
 

@@ -45,8 +45,8 @@ from reinforge.run.graceful_stop import GracefulStop
 from reinforge.run.run_errors import RunInterrupted
 from reinforge.trainer.policy_objective import make_policy_objective
 from reinforge.trainer.task_sampler import TaskSampler
-from reinforge.prompt_value.curriculum_sampler import CurriculumSampler, group_abs_advantages, make_task_sampler
-from reinforge.trainer.value_heads import ValueHeadsCollector, build_value_heads
+from reinforge.values.curriculum_sampler import CurriculumSampler, group_abs_advantages, make_task_sampler
+from reinforge.values.value_heads import ValueHeadsCollector, build_value_heads
 
 PHASES = ("rollout", "reward", "prepare", "update", "eval")
 
@@ -156,7 +156,7 @@ def run_rl(
     max_episode_tokens = episode_token_budget(cfg, parts.learner.model)
     loss_fn = make_policy_objective(algo)
     reward_weights = {c.name: c.weight for c in cfg.reward.components}
-    # Uniform, or PCL / DUMP with the prompt-value model (prompt_value section; reinforge.prompt_value).
+    # Uniform, or PCL / DUMP with the prompt-value model (prompt_value section; reinforge.values).
     sampler = make_task_sampler(tasks.train, cfg.trainer.seed, cfg.prompt_value, parts.learner.model, parts.env)
     result = RLResult()
     eval_max_new = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens

@@ -92,7 +92,7 @@ class GroupCollector:
     def __init__(self, cfg: Config, env: Env, scorer: RewardScorer, sampler: TaskSampler, params: SamplingParams, max_episode_tokens: int | None):
         self.cfg, self.env, self.scorer, self.sampler = cfg, env, scorer, sampler
         self.params, self.max_episode_tokens = params, max_episode_tokens
-        self.decode_hook = None  # set per step by rollout pruning (reinforge.trainer.value_heads)
+        self.decode_hook = None  # set per step by rollout pruning (reinforge.values.value_heads)
 
     def collect(self, engine: Engine, step: int, weights_index: int) -> tuple[Collected, dict[str, float]]:
         cfg = self.cfg

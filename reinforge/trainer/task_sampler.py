@@ -26,7 +26,7 @@ class TaskSampler:
         return {"order": list(self.order), "rng": self.rng.getstate(), "num_tasks": len(self.tasks)}
 
     def load_state_dict(self, state: dict) -> None:
-        if "base" in state:  # saved by a run with the prompt_value section (reinforge.prompt_value): its data cursor
+        if "base" in state:  # saved by a run with the prompt_value section (reinforge.values): its data cursor
             state = state["base"]
         if state["num_tasks"] != len(self.tasks):
             raise ValueError(f"sampler state is for {state['num_tasks']} tasks, this run has {len(self.tasks)}")

@@ -39,7 +39,7 @@ def value_prior_advantages(inputs: AdvantageInputs) -> AdvantageOutput:
     with p_g the value model's pass rate predicted for the group's prompt before sampling
     (inputs.prompt_values), r_bar_g the group's mean reward over its n_g samples, and tau^2 the prior's
     error variance (inputs.prompt_value_var; the trainer estimates it from the value model's recent
-    squared error less the binomial noise, reinforge.prompt_value.value_model.prior_variance). w is the
+    squared error less the binomial noise, reinforge.values.value_model.prior_variance). w is the
     weight that minimizes the baseline's mean squared error when r_bar is unbiased with variance
     sigma^2 / n and p is off by an error of variance tau^2 (the posterior mean of a normal prior):
     small groups lean on the prior, large ones on their own mean. As in V0.5, a prior that the group

@@ -2,7 +2,7 @@
 
 `ValueHeads` holds what the config turns on: the success head (reinforge.learner.success_head_learner;
 rollout pruning, value-guided voting at evaluation) and the SPA progress estimator
-(reinforge.trainer.turn_progress). `ValueHeadsCollector` wraps the schedule's group collector:
+(reinforge.values.turn_progress). `ValueHeadsCollector` wraps the schedule's group collector:
 before a step it gives the engine a pruning hook (once the head is warm), after it trains the
 heads on the scored batch and sets the progress turn rewards. Its state (both heads) rides in the
 schedule's checkpoint state, so a resumed run continues with the same heads, buffers and generators.
@@ -18,8 +18,8 @@ from reinforge.config import Config
 from reinforge.learner.success_head_learner import SuccessHeadLearner
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.run.checkpoint import list_checkpoints, load_state
-from reinforge.trainer.rollout_pruning import PruningHook, pruning_metrics
-from reinforge.trainer.turn_progress import TurnProgress
+from reinforge.values.rollout_pruning import PruningHook, pruning_metrics
+from reinforge.values.turn_progress import TurnProgress
 
 
 class ValueHeads:

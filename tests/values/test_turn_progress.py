@@ -11,7 +11,7 @@ import torch
 from reinforge.algos.advantages.turn_rloo import turn_returns
 from reinforge.config import ProgressConfig
 from reinforge.rollout.trajectory import Trajectory
-from reinforge.trainer.turn_progress import TurnProgress, progress_turn_rewards, redistributed_increments, turn_token_spans
+from reinforge.values.turn_progress import TurnProgress, progress_turn_rewards, redistributed_increments, turn_token_spans
 
 
 def episode(turns: list[list[int]], observations: list[list[int]], reward: float, env_rewards=None) -> Trajectory:

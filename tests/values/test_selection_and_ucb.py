@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from reinforge.prompt_value.dump import DistributionBandit, sampling_probabilities, ucb_scores
-from reinforge.prompt_value.selection import nearest_to_target
+from reinforge.values.dump import DistributionBandit, sampling_probabilities, ucb_scores
+from reinforge.values.selection import nearest_to_target
 
 
 def test_pcl_keeps_the_predictions_nearest_the_target_nearest_first():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reinforge.config import ConfigError, load_config
-from reinforge.run.value_heads_check import check_value_heads
+from reinforge.values.value_heads_check import check_value_heads
 
 PRUNE = ["success_head.enabled=true", "success_head.prune=true"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reinforge.config import ConfigError, load_config
-from reinforge.prompt_value.config_check import check_curriculum_tasks, check_prompt_value
+from reinforge.values.config_check import check_curriculum_tasks, check_prompt_value
 from reinforge.run.preflight import preflight
 from reinforge.tasks.task import Task, TaskSplits
 

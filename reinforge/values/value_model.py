@@ -9,7 +9,7 @@ shape at the scale of a tiny policy:
     p_hat(x) = sigmoid(MLP([e(x), logit(m_global), logit(m_near(x))]))
 
 - e(x): the prompt's representation, the policy's own last hidden states mean-pooled over the prompt
-  tokens and L2-normalized (reinforge.prompt_value.features; detached, no gradient reaches the policy);
+  tokens and L2-normalized (reinforge.values.features; detached, no gradient reaches the policy);
 - m_global: the mean pass rate of the last `memory_groups` groups (the policy's recent level);
 - m_near(x): the same groups' pass rates weighted by softmax(cos(e(x), e_j) / 0.05), the policy's
   recent results on prompts like x (V0's in-context profile, as a kernel average instead of V0's

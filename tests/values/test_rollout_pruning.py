@@ -14,7 +14,7 @@ from reinforge.engines.torch_engine import TorchEngine
 from reinforge.learner.success_head_learner import SuccessHeadLearner, check_positions, trajectory_features
 from reinforge.models.success_head import prefix_features
 from reinforge.rollout.trajectory import single_turn_trajectory
-from reinforge.trainer.rollout_pruning import PruningHook, prune_choice, pruning_metrics
+from reinforge.values.rollout_pruning import PruningHook, prune_choice, pruning_metrics
 
 
 def test_prune_choice_by_hand() -> None:

@@ -24,10 +24,10 @@ from collections.abc import Callable
 import torch
 
 from reinforge.config import PromptValueConfig
-from reinforge.prompt_value.calibration import brier_score, reliability_counts
-from reinforge.prompt_value.dump import DistributionBandit
-from reinforge.prompt_value.selection import nearest_to_target
-from reinforge.prompt_value.value_model import PromptValueModel
+from reinforge.values.calibration import brier_score, reliability_counts
+from reinforge.values.dump import DistributionBandit
+from reinforge.values.selection import nearest_to_target
+from reinforge.values.value_model import PromptValueModel
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 from reinforge.trainer.task_sampler import TaskSampler
@@ -206,7 +206,7 @@ def make_task_sampler(tasks: list[Task], seed: int, cfg: PromptValueConfig, mode
         return TaskSampler(tasks, seed)
     featurize = embed_dim = None
     if cfg.enabled:
-        from reinforge.prompt_value.features import prompt_states
+        from reinforge.values.features import prompt_states
 
         pad = env.tokenizer.pad_token_id
 

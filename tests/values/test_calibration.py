@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from reinforge.prompt_value.calibration import brier_score, reliability_counts, reliability_curve
+from reinforge.values.calibration import brier_score, reliability_counts, reliability_curve
 
 
 def test_brier_score_by_hand():

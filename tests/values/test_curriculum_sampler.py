@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from reinforge.config import PromptValueConfig
-from reinforge.prompt_value.curriculum_sampler import CurriculumSampler, group_abs_advantages
+from reinforge.values.curriculum_sampler import CurriculumSampler, group_abs_advantages
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 

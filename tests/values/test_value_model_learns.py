@@ -6,7 +6,7 @@ import copy
 
 import torch
 
-from reinforge.prompt_value.value_model import PromptValueModel
+from reinforge.values.value_model import PromptValueModel
 
 
 def true_pass_rate(x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,25 @@
+"""Value models across the loop (issue 17): predicted success picks prompts, sets baselines, prunes
+rollouts and credits turns.
+
+The prompt-value side: a model of the policy's pass rate on a prompt, before any token of it is
+sampled, and what uses it.
+
+- `value_model`: the V0-style prompt-value model, trained online from every group's outcome.
+- `features`: the prompt's representation, the policy's own detached hidden states.
+- `calibration`: Brier score and reliability curve of its predictions.
+- `selection`: PCL's rule, the prompts whose predicted pass rate is nearest a target.
+- `dump`: DUMP's UCB over task distributions.
+- `curriculum_sampler`: the trainer's task sampler with all of the above behind `next_batch`.
+- `config_check`: settings the value model cannot serve, refused before compute.
+
+The success head's side (the head itself: reinforge.models.success_head, its training:
+reinforge.learner.success_head_learner):
+- `rollout_pruning`: stop rollouts predicted to fail while sampling (a decode hook), keeping each
+  group informative.
+- `turn_progress`: SPA-RL's per-turn progress, increments that sum to the episode outcome.
+- `value_heads`: the collector wrapper that runs both heads around the rollout schedule.
+- `value_heads_check`: their settings refused before compute.
+
+The advantage baseline that uses the prediction as a prior (V0.5) is an estimator like the others:
+`reinforge.algos.advantages.value_prior`. See docs/value_models.md and docs/rollout_pruning.md.
+"""
