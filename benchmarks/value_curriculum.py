@@ -41,6 +41,8 @@ ARMS: dict[str, list[str]] = {
     "pcl": ["prompt_value.enabled=true", "prompt_value.curriculum=pcl"],
     "pcl_v05": ["prompt_value.enabled=true", "prompt_value.curriculum=pcl", "algo.advantage=v05_prior"],
     "dump": ["prompt_value.enabled=true", "prompt_value.curriculum=dump", "prompt_value.dump_key=digits"],
+    # rollout pruning by the success head (docs/rollout_pruning.md), uniform prompts
+    "prune": ["success_head.enabled=true", "success_head.prune=true"],
 }
 DEFAULT_ARMS = "uniform,dapo,pcl,pcl_v05,dump"
 
