@@ -7,12 +7,11 @@ from __future__ import annotations
 import copy
 
 import pytest
-import torch
 
 from reinforge.learner.policy_learner import PolicyLearner, warmup_lr
 from reinforge.models.tiny_llama import build_tiny_llama
 
-from test_policy_learner import ppo_loss, rollout_batch  # noqa: F401  (the module's fixture)
+from test_policy_learner import hand_made_batch, ppo_loss
 
 
 def test_warmup_lr_by_hand() -> None:
@@ -31,18 +30,18 @@ def first_step_move(tokenizer, batch, warmup: int) -> float:
     return max((model.state_dict()[k] - before[k]).abs().max().item() for k in before)
 
 
-def test_first_adam_step_moves_weights_by_the_warmed_up_lr(tokenizer, rollout_batch) -> None:  # noqa: F811
+def test_first_adam_step_moves_weights_by_the_warmed_up_lr(tokenizer) -> None:
     """Adam's first step is lr * g / (|g| + eps): about lr for every weight with a gradient. With 4
     warm-up steps it is a quarter of that."""
-    assert first_step_move(tokenizer, rollout_batch, 0) == pytest.approx(1e-3, rel=1e-3)
-    assert first_step_move(tokenizer, rollout_batch, 4) == pytest.approx(2.5e-4, rel=1e-3)
+    assert first_step_move(tokenizer, hand_made_batch(), 0) == pytest.approx(1e-3, rel=1e-3)
+    assert first_step_move(tokenizer, hand_made_batch(), 4) == pytest.approx(2.5e-4, rel=1e-3)
 
 
-def test_the_schedule_follows_the_learner_version(tokenizer, rollout_batch) -> None:  # noqa: F811
+def test_the_schedule_follows_the_learner_version(tokenizer) -> None:
     """A resumed learner (version restored) takes up the schedule where it was: its lr is the
     one of its step, not the first step's."""
     model = build_tiny_llama(tokenizer, "nano", seed=0)
     learner = PolicyLearner(model, lr=1e-3, lr_warmup_steps=4)
     learner.version = 2
-    learner.train_step(rollout_batch, ppo_loss)
+    learner.train_step(hand_made_batch(), ppo_loss)
     assert learner.optimizer.param_groups[0]["lr"] == pytest.approx(7.5e-4)
