@@ -15,7 +15,6 @@ import random
 from reinforge.config import ConfigError, TaskConfig
 from reinforge.games.game import Game
 from reinforge.games.match import MatchRules
-from reinforge.games.opponents import random_legal
 from reinforge.games.spec import GameSpec, GameSpecError, parse_spec
 from reinforge.tasks.task import Task, TaskSplits
 
@@ -32,12 +31,13 @@ def spec_of(cfg: TaskConfig) -> tuple[GameSpec, Game]:
 
 
 def demonstration(game: Game, rules: MatchRules, seat: int, rng: random.Random) -> list[dict]:
-    """A random-legal game as `seat` sees and plays it: its messages and moves, in chat form."""
+    """A game of the game's demonstration moves (random-legal unless the game says otherwise) as
+    `seat` sees and plays it: its messages and moves, in chat form."""
     match = game.new_match(rules, rng)
     messages: list[dict] = []
     while not match.over:
         mover = match.to_move
-        move = random_legal(game, match.state, mover, rng)
+        move = game.demonstration_move(match.state, mover, rng)
         if mover == seat:
             messages.append({"role": "user", "content": match.message(seat)})
             messages.append({"role": "assistant", "content": move})
