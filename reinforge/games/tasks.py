@@ -5,7 +5,9 @@ evaluation opponent in each seat it plays in training, `eval_games` of each (the
 "vs-<opponent>", groups the evaluation metrics), and, where several policies play or the game is
 cooperative, the trainable players together as they sit in training (family "joint"). Every task carries a warm-up demonstration: a random-legal game as one of the policy's
 seats lives it (its messages exactly as the referee writes them), so the warm-up teaches the move
-format and the legal moves, not strategy. The task's prompt is that seat's first message.
+format and the legal moves, not strategy (a game may choose its demonstration moves otherwise:
+Game.demonstration_move; describer_guesser plays half of them by a wrong code). The task's prompt
+is that seat's first message.
 """
 
 from __future__ import annotations
