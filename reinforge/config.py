@@ -190,6 +190,9 @@ class AlgoConfig(Section):
     policy_loss: str = Field("ppo_clip", description="Policy loss (reinforge.algos.losses): ppo_clip, gspo, cispo, reinforce, or your own by import path.")
     loss_agg: str = Field("token_mean", description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum, constant (Dr. GRPO).")
     lr: float = Field(1e-4, gt=0, description="Policy learning rate (AdamW).")
+    lr_warmup_steps: int = Field(
+        0, ge=0, description="Policy optimizer steps over which the learning rate rises linearly to algo.lr (0: none). Adam's first steps move every weight by the full lr whatever its gradient (reinforge.learner.policy_learner.warmup_lr)."
+    )
     weight_decay: float = Field(0.0, ge=0, description="Policy AdamW weight decay.")
     clip_eps: float = Field(0.2, gt=0, description="PPO clip range, lower side (and upper side unless clip_eps_high is set).")
     clip_eps_high: float | None = Field(None, gt=0, description="Upper clip range (DAPO clip-higher, e.g. 0.28); default clip_eps.")

@@ -47,6 +47,21 @@ def thing_number(colour: str) -> str:
     return str(THINGS.index(next(t for t, c in COLOUR_OF.items() if c == colour)) + 1)
 
 
+# The warm-up's wrong codes (DescriberGuesser.demonstration_move): shifts along THINGS.
+DEMO_SHIFT_DESCRIBER = 1
+DEMO_SHIFT_GUESSER = 2
+
+
+def wrong_code_move(state: tuple[str, str, str], player: int) -> str:
+    """The describer: the colour of the thing DEMO_SHIFT_DESCRIBER after the secret; the guesser:
+    the thing DEMO_SHIFT_GUESSER after the one of the clue's true colour."""
+    secret, clue, _ = state
+    if player == 0:
+        return colour_number(THINGS[(THINGS.index(secret) + DEMO_SHIFT_DESCRIBER) % len(THINGS)])
+    literal = int(thing_number(COLOURS[int(clue) - 1])) - 1
+    return str((literal + DEMO_SHIFT_GUESSER) % len(THINGS) + 1)
+
+
 class DescriberGuesser(Game):
     """State: (secret thing, clue: a colour's number or "", guess: a thing's number or "")."""
 
@@ -93,6 +108,21 @@ class DescriberGuesser(Game):
             return f"Colours {numbered(COLOURS)}. Your clue for {state[0]}:"
         clue = COLOURS[int(state[1]) - 1] if state[1] else "no clue"  # the describer forfeited before its clue
         return f"Things {numbered(THINGS)}. Your guess for {clue}:"
+
+    def demonstration_move(self, state: tuple[str, str, str], player: int, rng: random.Random) -> str:
+        """Half the warm-up's moves follow a wrong one-to-one code, half are random-legal.
+
+        Random moves alone teach the marginal: after 100 warm-up steps the micro model's answer
+        distribution was the same for all four secrets (to 3 decimals), and RL from there did not
+        learn to read the secret (docs/games.md). A code makes the answer depend on what the
+        player sees; a wrong one gives nothing of the literal code away: the describer's clue is
+        the colour of the *next* thing (DEMO_SHIFT_DESCRIBER), the guesser's answer the thing two
+        after the clue's (DEMO_SHIFT_GUESSER), so with the literal partner each wins no game and
+        together they win none either (shifts of 1, 2 and 3 are never 0 mod 4). The random half
+        keeps every answer likely enough for RL to sample it."""
+        if rng.random() < 0.5:
+            return rng.choice(self.legal_moves(state))
+        return wrong_code_move(state, player)
 
     def announce(self, state: tuple[str, str, str], mover: int, move: str, observer: int) -> str:
         return "The describer gave its clue." if mover == 0 else f"Guess {THINGS[int(move) - 1]}."

@@ -85,6 +85,12 @@ class Game(ABC):
     def parse_move(self, text: str) -> str:
         return text.strip()
 
+    def demonstration_move(self, state: State, player: int, rng: random.Random) -> str:
+        """The warm-up's move (reinforge.games.tasks.demonstration): a legal move at random. A game
+        whose random moves would teach the policy to ignore what it sees overrides it
+        (describer_guesser)."""
+        return rng.choice(self.legal_moves(state))
+
     def new_match(self, rules, rng: random.Random):
         """A new game and its referee (games.match.Match); a game whose state lives in another
         library's env object (games.textarena_game) returns a referee of its own."""

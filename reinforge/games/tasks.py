@@ -5,7 +5,9 @@ evaluation opponent in each seat it plays in training, `eval_games` of each (the
 "vs-<opponent>", groups the evaluation metrics), and, where several policies play or the game is
 cooperative, the trainable players together as they sit in training (family "joint"). Every task carries a warm-up demonstration: a random-legal game as one of the policy's
 seats lives it (its messages exactly as the referee writes them), so the warm-up teaches the move
-format and the legal moves, not strategy. The task's prompt is that seat's first message.
+format and the legal moves, not strategy (a game may choose its demonstration moves otherwise:
+Game.demonstration_move; describer_guesser plays half of them by a wrong code). The task's prompt
+is that seat's first message.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import random
 from reinforge.config import ConfigError, TaskConfig
 from reinforge.games.game import Game
 from reinforge.games.match import MatchRules
-from reinforge.games.opponents import random_legal
 from reinforge.games.spec import GameSpec, GameSpecError, parse_spec
 from reinforge.tasks.task import Task, TaskSplits
 
@@ -32,12 +33,13 @@ def spec_of(cfg: TaskConfig) -> tuple[GameSpec, Game]:
 
 
 def demonstration(game: Game, rules: MatchRules, seat: int, rng: random.Random) -> list[dict]:
-    """A random-legal game as `seat` sees and plays it: its messages and moves, in chat form."""
+    """A game of the game's demonstration moves (random-legal unless the game says otherwise) as
+    `seat` sees and plays it: its messages and moves, in chat form."""
     match = game.new_match(rules, rng)
     messages: list[dict] = []
     while not match.over:
         mover = match.to_move
-        move = random_legal(game, match.state, mover, rng)
+        move = game.demonstration_move(match.state, mover, rng)
         if mover == seat:
             messages.append({"role": "user", "content": match.message(seat)})
             messages.append({"role": "assistant", "content": move})

@@ -167,7 +167,7 @@ def build_learner(cfg: Config, model, env):
         lr=a.lr, weight_decay=a.weight_decay, max_grad_norm=a.max_grad_norm, micro_batch_size=a.micro_batch_size,
         bf16_autocast=a.bf16_autocast, temperature=cfg.rollout.temperature,
         max_response_tokens=cfg.rollout.max_new_tokens * env.max_turns, entropy_grad=a.entropy_coef > 0,
-        compile_forward=a.compile_forward,
+        compile_forward=a.compile_forward, lr_warmup_steps=a.lr_warmup_steps,
     )
     if cfg.workers.learners == 1:
         return PolicyLearner(model, **kwargs), None

@@ -206,7 +206,9 @@ def run_multi_policy_rl(
             logger.log(step, metrics, stage="rl")
             if step % cfg.trainer.sample_every == 0 or step == 1:
                 for trajectory, who in list(zip(trajectories, owners))[: cfg.rollout.group_size]:
-                    prompt = collected.tasks[trajectory.task_id].prompt
+                    # The seat's own first message: the task's prompt is its warm-up game's (another
+                    # deal, another seat's view), not what this trajectory saw.
+                    prompt = [{"role": "user", "content": trajectory.transcript[0]["text"]}]
                     samples_file.write(json.dumps({**trajectory_record(step, trajectory, prompt), "policy": who}) + "\n")
             if step % cfg.eval.every == 0 or step == cfg.trainer.steps:
                 metrics = {**metrics, **run_eval(step)}

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from reinforge.engines.base import Generation, SamplingParams
-from reinforge.games.describer_guesser import COLOUR_OF, COLOURS, THINGS, DescriberGuesser
+from reinforge.games.describer_guesser import COLOUR_OF, COLOURS, THINGS, DescriberGuesser, wrong_code_move
 from reinforge.games.env import GameEnv
 from reinforge.games.match import Match, MatchRules
 from reinforge.games.opponents import check_opponent, literal
@@ -126,3 +126,33 @@ def test_every_game_of_a_task_has_the_same_secret(tokenizer) -> None:
     dealt = [secrets(seed) for seed in range(12)]
     assert all(len(s) == 1 for s in dealt)  # a group answers one question
     assert len(set().union(*dealt)) > 1  # tasks differ
+
+
+def test_the_warm_up_code_is_one_to_one_and_wins_no_game_with_the_literal_player_or_itself() -> None:
+    """The demonstrations' wrong codes (by hand: cherry -> 3 yellow, the banana's colour; the clue
+    blue (sky's) -> 2 banana, two things after sky): each role's code is a permutation, and with
+    the literal partner, or with each other, they never find the secret."""
+    game = DescriberGuesser()
+    clues = {thing: wrong_code_move((thing, "", ""), 0) for thing in THINGS}
+    assert clues == {"cherry": "3", "banana": "4", "lime": "1", "sky": "2"}
+    guesses = {clue: wrong_code_move(("sky", clue, ""), 1) for clue in "1234"}
+    assert guesses == {"1": "2", "2": "3", "3": "4", "4": "1"}  # blue -> banana, red -> lime, ...
+    assert sorted(clues.values()) == sorted(guesses.values()) == ["1", "2", "3", "4"]
+    rng = random.Random(0)
+    for thing in THINGS:
+        with_literal_guesser = literal(game, (thing, clues[thing], ""), 1, rng)
+        with_literal_describer = guesses[literal(game, (thing, "", ""), 0, rng)]
+        together = guesses[clues[thing]]
+        for guess in (with_literal_guesser, with_literal_describer, together):
+            assert game.payoffs((thing, clues[thing], guess)) == (0.0, 0.0)
+
+
+def test_half_the_demonstration_moves_follow_the_code_and_all_are_legal() -> None:
+    game, rng = DescriberGuesser(), random.Random(0)
+    coded = 0
+    for _ in range(2000):
+        thing = rng.choice(THINGS)
+        move = game.demonstration_move((thing, "", ""), 0, rng)
+        assert move in game.legal_moves((thing, "", ""))
+        coded += move == wrong_code_move((thing, "", ""), 0)
+    assert 0.55 < coded / 2000 < 0.70  # 1/2 coded + 1/2 * 1/4 random hits: 0.625

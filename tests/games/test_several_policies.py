@@ -151,6 +151,7 @@ def test_a_two_policy_run_trains_each_policy_reports_both_and_resumes_exactly(tm
     assert all("game/joint/win" in r for r in evals)
     samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     assert {s["policy"] for s in samples} == {"describer", "guesser"}
+    assert all(s["prompt"] == [{"role": "user", "content": s["turns"][0]["text"]}] for s in samples)  # what the seat saw
     titles = " ".join(re.findall(r"<!-- (.*?) -->", write_report(run_dir).read_text()))  # matplotlib's names of its texts
     for label in ("Reward per policy", "Held-out not-lost rate per policy", "describer", "guesser"):
         assert label in titles
