@@ -1,4 +1,4 @@
-"""Self-play learns tic-tac-toe (slow: ~20 min on two cores; run with `pytest -m slow`).
+"""Self-play learns tic-tac-toe (slow: ~16 min on two cores; run with `pytest -m slow`).
 
 The tictactoe-selfplay recipe as shipped, from scratch (seed 0): after the warm-up on random-legal
 games, RL on self-play and on games against the random and the perfect player, with the game's
