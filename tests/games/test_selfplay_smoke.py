@@ -11,7 +11,7 @@ from reinforge.telemetry.report import write_report
 
 RECIPE = str(Path(__file__).parents[2] / "recipes" / "tictactoe-selfplay.yaml")
 MICRO = [
-    "model.preset=nano", "task.train_size=16", "task.params.eval_games=1", "sft.steps=2", "sft.batch_size=4",
+    "model.preset=nano", "task.params.train_seats=[[policy, policy]]", "task.train_size=16", "task.params.eval_games=1", "sft.steps=2", "sft.batch_size=4",
     "rollout.prompts_per_step=2", "rollout.group_size=4", "trainer.steps=2", "eval.every=2", "trainer.checkpoint_every=0",
     "telemetry.progress=false", "telemetry.tensorboard=false", "telemetry.wandb=off",
 ]
