@@ -45,7 +45,7 @@ from reinforge.trainer.agent_failures import drop_failed_episodes
 from reinforge.trainer.collect import collect_groups, step_seed
 from reinforge.trainer.policy_objective import make_policy_objective
 from reinforge.trainer.reward_failures import drop_failed_samples
-from reinforge.trainer.rl_loop import RLResult, episode_token_budget, sampling_params, trajectory_record
+from reinforge.trainer.rl_loop import RLResult, episode_token_budget, record_eval, sampling_params, trajectory_record
 from reinforge.trainer.task_sampler import TaskSampler
 
 
@@ -139,12 +139,7 @@ def run_multi_policy_rl(
             engines, env, tasks.eval, cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens, cfg.eval.samples,
             cfg.rollout.temperature, seed=cfg.trainer.seed + 10_000 + step, max_episode_tokens=max_episode_tokens,
         )
-        with open(run_dir / "eval_samples.jsonl", "a") as eval_file:
-            eval_file.writelines(json.dumps({"step": step, **r}, default=str) + "\n" for r in records)
-        seconds = time.perf_counter() - start
-        result.seconds["eval"] += seconds
-        result.evals.append({"step": step, **metrics})
-        logger.log(step, {**metrics, "time/eval": seconds}, stage="eval")
+        record_eval(run_dir, logger, result, step, metrics, records, time.perf_counter() - start)
         return metrics
 
     def save(step: int) -> Path:

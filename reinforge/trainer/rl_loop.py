@@ -138,6 +138,17 @@ def restore_loop_state(state: dict, parts: RLComponents, sampler: TaskSampler, s
     return RLResult(**state["result"])
 
 
+def record_eval(run_dir: Path, logger, result: RLResult, step: int, metrics: dict, records: list[dict], seconds: float) -> None:
+    """An evaluation's records (eval_samples.jsonl, read by `reinforge report`), time and metrics."""
+    with open(run_dir / "eval_samples.jsonl", "a") as eval_file:
+        eval_file.writelines(json.dumps({"step": step, **r}, default=str) + "\n" for r in records)
+    result.seconds["eval"] += seconds
+    result.evals.append({"step": step, **metrics})
+    # time/eval: what the console summary adds up, so `reinforge report` (which reads the log,
+    # the step-0 evaluation included) shows the same time.
+    logger.log(step, {**metrics, "time/eval": seconds}, stage="eval")
+
+
 def run_rl(
     parts: RLComponents,
     tasks: TaskSplits,
@@ -172,14 +183,7 @@ def run_rl(
             verify=parts.scorer.verify_responses,  # same place and timeout as the training rewards
             score_samples=heads.response_scores if heads is not None and heads.voting_ready else None,
         )
-        with open(run_dir / "eval_samples.jsonl", "a") as eval_file:  # read by `reinforge report`
-            eval_file.writelines(json.dumps({"step": step, **r}, default=str) + "\n" for r in records)
-        seconds = time.perf_counter() - start
-        result.seconds["eval"] += seconds
-        result.evals.append({"step": step, **metrics})
-        # time/eval: what the console summary adds up, so `reinforge report` (which reads the log,
-        # the step-0 evaluation included) shows the same time.
-        logger.log(step, {**metrics, "time/eval": seconds}, stage="eval")
+        record_eval(run_dir, logger, result, step, metrics, records, time.perf_counter() - start)
         return metrics
 
     if has_active_dropout(parts.learner.model):
