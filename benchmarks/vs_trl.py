@@ -42,7 +42,7 @@ import warnings
 
 import torch
 
-from benchmarks.rl_step import matmul_params
+from rl_step import matmul_params  # benchmarks/ is on sys.path when run as a script
 from reinforge.config import load_config
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine

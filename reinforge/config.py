@@ -6,6 +6,7 @@ recipe or on the command line is reported with its dotted name before a model is
 
 from __future__ import annotations
 
+import os
 import re
 from importlib import resources
 from pathlib import Path
@@ -359,6 +360,9 @@ class TrainerConfig(Section):
     threads: int | None = Field(
         1, description="torch intra-op threads of this process (and of the vLLM engine's, engine.type=vllm). Default 1: on a shared machine a second OpenMP thread spin-waits against other work and steps run up to 10x slower (README, 'Threads'); set N to pin N threads on a machine of your own (2 is ~1.5x faster on an idle 2-core box), null for torch's choice (one per core)."
     )
+    cpus: list[int] | None = Field(
+        None, description="Pin this process (and the threads it starts) to these CPU cores, e.g. [0, 1]: keeps two runs on one machine off each other's cores. Default: every core the process may use."
+    )
     checkpoint_every: int = Field(25, ge=0, description="Write a resumable checkpoint every N RL steps (and at the end); 0 disables.")
     keep_checkpoints: int = Field(2, gt=0, description="How many of the newest checkpoints to keep.")
     schedule: Literal["sync", "async"] = Field(
@@ -371,6 +375,18 @@ class TrainerConfig(Section):
         False, description="APRIL: start trainer.overprovision x the groups a step needs, stop sampling once enough groups are complete, resume the unfinished ones with newer weights next step (single-turn envs)."
     )
     overprovision: float = Field(1.5, ge=1, le=2, description="Groups in flight per step, as a multiple of rollout.prompts_per_step (partial rollouts only).")
+
+    @field_validator("cpus")
+    @classmethod
+    def _usable_cpus(cls, cpus: Any) -> Any:
+        if cpus is None:
+            return cpus
+        if not cpus or len(set(cpus)) != len(cpus):
+            raise ValueError("list each core once, e.g. [0, 1]; leave trainer.cpus unset for every core")
+        usable = getattr(os, "sched_getaffinity", lambda _pid: None)(0)
+        if usable is not None and not set(cpus) <= usable:
+            raise ValueError(f"cores {sorted(set(cpus) - usable)} are not available to this process (available: {sorted(usable)})")
+        return cpus
 
     @field_validator("threads")
     @classmethod

@@ -41,6 +41,7 @@ from reinforge.import_paths import import_roots, use_import_roots
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.policy_learner import LossFn
 from reinforge.trainer.policy_objective import make_policy_objective
+from reinforge.run.process_settings import configure_process
 
 STEP, STOP = "step", "stop"
 
@@ -104,7 +105,7 @@ def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec, rep
     # not die of them mid-update. If rank 0 dies instead, the broken connection ends the follower.
     for stop_signal in (signal.SIGINT, signal.SIGTERM):
         signal.signal(stop_signal, signal.SIG_IGN)
-    torch.set_num_threads(spec.threads)
+    configure_process(spec.threads)
     use_import_roots(spec.roots)
     try:
         loss_fn = make_policy_objective(spec.algo)

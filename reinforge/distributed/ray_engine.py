@@ -55,6 +55,7 @@ from reinforge.distributed.ray_cluster import import_ray, start_ray
 from reinforge.engines.base import Generation, SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.models.lora import merged_state_dict
+from reinforge.run.process_settings import configure_process
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class EngineWorker:
     def __init__(self, config: Any, param_dtype: torch.dtype, pad_token_id: int, dtype: str, max_batch_size: int, fused: bool, threads: int):
         from transformers import AutoModelForCausalLM
 
-        torch.set_num_threads(threads)
+        configure_process(threads)
         model = AutoModelForCausalLM.from_config(config).to(param_dtype).eval()
         self.engine = TorchEngine(model, pad_token_id, dtype=dtype, max_batch_size=max_batch_size, fused=fused)
 

@@ -36,6 +36,7 @@ from reinforge.evals.eval_metrics import summarize
 from reinforge.evals.evaluation import evaluate, verifier_pool
 from reinforge.evals.value_voting import voting_metrics
 from reinforge.values.value_heads import success_head_for_eval
+from reinforge.run.process_settings import configure_process
 
 
 MEAN_IS_PASS_1 = "mean@{k} (the fraction of the {k} samples that solve a task) is also the unbiased pass@1 estimate, so it is printed once"
@@ -134,8 +135,7 @@ def run_eval(
     check_eval_config(cfg, out)
     Console().print(f"config: {escape(config_source)}", highlight=False)
     torch.manual_seed(cfg.trainer.seed)
-    if cfg.trainer.threads:
-        torch.set_num_threads(cfg.trainer.threads)
+    configure_process(cfg.trainer.threads, cfg.trainer.cpus)
 
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed).eval
     if not tasks:

@@ -41,6 +41,7 @@ from reinforge.evals.evaluation import evaluate, verifier_pool
 from reinforge.run.graceful_stop import GracefulStop
 from reinforge.run.run_errors import CheckpointError
 from reinforge.trainer.sft import run_sft
+from reinforge.run.process_settings import configure_process
 
 
 @dataclass
@@ -230,11 +231,10 @@ def reward_start_error(cfg: Config, err: RewardWorkerStartError) -> ConfigError:
 
 
 def start_run(cfg: Config, resuming: bool = False) -> Path:
-    """Validate, seed, set threads, create the run directory: what every command does first."""
+    """Validate, seed, set threads and cores, create the run directory: what every command does first."""
     preflight(cfg, resuming=resuming)
     torch.manual_seed(cfg.trainer.seed)
-    if cfg.trainer.threads:
-        torch.set_num_threads(cfg.trainer.threads)
+    configure_process(cfg.trainer.threads, cfg.trainer.cpus)
     return make_run_dir(cfg)
 
 
