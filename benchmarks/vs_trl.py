@@ -19,8 +19,9 @@ waiting for a core is not work) and wall time; per-pair ratios TRL / reinforge a
 are printed. Each side's mean completion length is printed too (and checked: nobody stops early).
 
 Also in the same run: the rollout against `transformers` `generate` on the same prompts (paired
-calls), and the update's share of the fp32 matmul peak (a 1024^3 fp32 matmul, same thread count):
-update FLOPs = 6 x matmul params x [N, T] batch positions, per CPU-second of the update.
+calls), and the update's share of the fp32 matmul peak (a 1024^3 fp32 matmul, same thread count,
+measured after every pair, since it moves 10-25% from moment to moment on a shared box): update FLOPs
+= 6 x matmul params x [N, T] batch positions, per CPU-second of the update, over that pair's peak.
 
 Needs TRL (an optional benchmark dependency, never a runtime one): `pip install -e ".[bench]"`.
 
@@ -222,9 +223,11 @@ def paired_steps(args, cfg, model_dir: str, env, tasks, out_dir: str) -> dict:
             our_phases, _ = our_clock.take()
             trl_phases["update"] = trl_cpu - trl_phases.get("rollout", 0.0) - trl_phases.get("reference", 0.0)
             trl_phases.pop("_policy_forward", None)
+            # the peak moves 10-25% between moments on a shared box: measured in every pair
             pairs.append({
                 "trl_cpu": trl_cpu, "trl_wall": trl_wall, "ours_cpu": our_cpu, "ours_wall": our_wall,
                 "trl_phases": trl_phases, "ours_phases": our_phases, "load": os.getloadavg()[0],
+                "batch_positions": ours.last_tokens, "peak_gflops": matmul_peak_gflops_cpu(repeats=3),
             })
             print(
                 f"  pair {len(pairs) - 1}{' (warm-up)' if len(pairs) == 1 else ''}: TRL {trl_cpu:.2f} cpu-s "
@@ -328,11 +331,14 @@ def main() -> None:
         result = paired_steps(args, cfg, model_dir, env, tasks.train, os.path.join(tmp, "trl"))
         ours = result.pop("ours")
         x_generate = rollout_vs_generate(ours, env, tasks.train[: args.tasks], args.group_size, args.new_tokens, args.generate_rounds)
-        peak = matmul_peak_gflops_cpu()
         n_params = matmul_params(ours.model)
 
     update_cpu = result["ours_phases_cpu"]["update"]
-    update_pct = 100 * 6 * n_params * ours.last_tokens / update_cpu / 1e9 / peak
+    peaks = [p["peak_gflops"] for p in result["pairs"]]
+    peak = statistics.median(peaks)
+    update_pct = statistics.median(
+        100 * 6 * n_params * p["batch_positions"] / p["ours_phases"]["update"] / 1e9 / p["peak_gflops"] for p in result["pairs"]
+    )
     completions = args.tasks * args.group_size
     loads = [p["load"] for p in result["pairs"]]
     print(
@@ -351,7 +357,8 @@ def main() -> None:
     caveat = " (with --compile, generate runs the compiled forward: compare runs without it)" if args.compile else ""
     print(f"rollout: {x_generate:.2f}x generate (median of {args.generate_rounds} paired calls, CPU time){caveat}")
     print(
-        f"update: {update_pct:.0f}% of the fp32 matmul peak ({peak:.0f} GFLOP per CPU-second), "
+        f"update: {update_pct:.0f}% of the fp32 matmul peak (median over pairs; peak {peak:.0f} GFLOP per CPU-second, "
+        f"{min(peaks):.0f}-{max(peaks):.0f} across pairs), "
         f"{ours.last_tokens / update_cpu:.0f} positions per CPU-second ({ours.last_tokens} per step)"
     )
     if args.json:

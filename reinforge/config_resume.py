@@ -12,6 +12,7 @@ from reinforge.config import Config, ConfigError, load_config
 # Keys a resumed run may change without changing its weights or its metrics.
 RESUME_SAFE_KEYS = {
     "telemetry.progress", "telemetry.tensorboard", "trainer.steps", "trainer.threads", "trainer.cpus",
+    "trainer.retain_freed_memory",
     "trainer.checkpoint_every", "trainer.keep_checkpoints", "workers.address", "workers.timeout_s",
 }
 

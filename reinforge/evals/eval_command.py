@@ -135,7 +135,7 @@ def run_eval(
     check_eval_config(cfg, out)
     Console().print(f"config: {escape(config_source)}", highlight=False)
     torch.manual_seed(cfg.trainer.seed)
-    configure_process(cfg.trainer.threads, cfg.trainer.cpus)
+    configure_process(cfg.trainer.threads, cfg.trainer.cpus, cfg.trainer.retain_freed_memory)
 
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed).eval
     if not tasks:

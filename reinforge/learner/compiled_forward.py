@@ -8,9 +8,9 @@ again, in forward and in backward. Inductor fuses those passes into a few loops 
 fusion, compiled with the machine's C++ compiler), which made forward + backward 1.7x faster here
 (benchmarks/vs_trl.py --compile; README, "Benchmarks").
 
-What it costs: a compile per process, minutes on a small busy CPU (seven of them on a box at load
-10, about one where the inductor cache under /tmp already holds the kernels), and recompiles for
-shapes it has not seen (`dynamic=True` keeps sequence length and batch size symbolic, so a new
+What it costs: a compile per process (with an empty inductor cache, 70 s on an idle 2-core box and
+seven minutes at load 10; 14-43 s where the cache under /tmp already holds the kernels), and
+recompiles for shapes it has not seen (`dynamic=True` keeps sequence length and batch size symbolic, so a new
 width costs seconds, not a compile). Log-probs move by float rounding (fused loops sum in another
 order): <= 1e-6 from the eager forward on the micro preset, and the test bounds it at 1e-5. Off by
 default: the suite's tiny runs would never earn the compile back, and a result must not depend on

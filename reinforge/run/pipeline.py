@@ -231,10 +231,10 @@ def reward_start_error(cfg: Config, err: RewardWorkerStartError) -> ConfigError:
 
 
 def start_run(cfg: Config, resuming: bool = False) -> Path:
-    """Validate, seed, set threads and cores, create the run directory: what every command does first."""
+    """Validate, seed, set threads, cores and allocator, create the run directory: what every command does first."""
     preflight(cfg, resuming=resuming)
     torch.manual_seed(cfg.trainer.seed)
-    configure_process(cfg.trainer.threads, cfg.trainer.cpus)
+    configure_process(cfg.trainer.threads, cfg.trainer.cpus, cfg.trainer.retain_freed_memory)
     return make_run_dir(cfg)
 
 
