@@ -1,8 +1,10 @@
 """Where one update's time goes: matmuls, attention, the rest, eager and with `algo.compile_forward`.
 
-What is measured: the step of `benchmarks/vs_trl.py` (the default recipe's `micro` model, 8 x 8
-completions of 64 forced tokens, PPO-clip, KL 0.05 to a reference), one `PolicyLearner.train_step`
-on a fixed batch under `torch.profiler`, each op's self CPU time summed by kind:
+What is measured: the step of `benchmarks/vs_trl.py` (the default recipe's `micro` model, or
+`--widths` x its hidden and MLP sizes; 8 x 8 completions of 64 forced tokens, PPO-clip, KL 0.05 to
+a reference), `PolicyLearner.train_step` on a fixed batch: its CPU time (median of `--rounds`), the
+positions per CPU-second and the share of the fp32 matmul peak, then as many steps under
+`torch.profiler`, each op's self CPU time summed by kind:
 
   matmul     aten::mm / addmm / bmm / matmul (the model's linear layers, forward and backward)
   attention  scaled_dot_product_attention kernels, forward and backward
@@ -14,7 +16,7 @@ CPU-second of matmul time, against a 1024^3 fp32 matmul measured in the same pro
 bounds the update's share of the matmul peak whatever is done to the other kinds. The profiler
 adds some overhead to every op, most to small ones; the shares are indicative, not exact.
 
-    python benchmarks/update_profile.py [--width 1] [--compile] [--rounds 3] [--top N]
+    python benchmarks/update_profile.py [--widths 1,2,4,8] [--compile] [--rounds 3] [--top N]
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import statistics
 import sys
 import tempfile
+import time
 import warnings
 
 import torch
@@ -38,6 +42,7 @@ from reinforge.envs.factory import build_env  # noqa: E402
 from reinforge.learner.batch import collate  # noqa: E402
 from reinforge.rollout.episodes import rollout_groups  # noqa: E402
 from reinforge.run.pipeline import build_policy  # noqa: E402
+from reinforge.run.process_settings import configure_process  # noqa: E402
 from reinforge.tasks.registry import load_tasks  # noqa: E402
 
 MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
@@ -53,18 +58,10 @@ def kind_of(name: str) -> str:
     return "other"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--width", type=int, default=1, help="hidden and MLP sizes as a multiple of micro's")
-    parser.add_argument("--compile", action="store_true", help="with algo.compile_forward")
-    parser.add_argument("--rounds", type=int, default=3, help="profiled updates (their sum is reported)")
-    parser.add_argument("--top", type=int, default=0, help="also print the N ops with the most self CPU time")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    warnings.filterwarnings("ignore")
-    logging.getLogger("transformers").setLevel(logging.ERROR)
+def measure(width: int, compiled: bool, rounds: int, top: int) -> dict:
+    """One model: `rounds` timed updates on a fixed batch, then `rounds` more under the profiler."""
     overrides = ["algo.clip_eps=0.2", "algo.kl_coef=0.05", "rollout.max_new_tokens=64",
-                 f"model.preset={widened_preset(args.width)}", "model.max_positions=128"]
+                 f"model.preset={widened_preset(width)}", "model.max_positions=128"]
     cfg = load_config("default", overrides)
     torch.manual_seed(cfg.trainer.seed)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
@@ -74,32 +71,55 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        ours = Reinforge(tmp, cfg, env, batches, 8, 64, 0.05, args.compile)
+        ours = Reinforge(tmp, cfg, env, batches, 8, 64, 0.05, compiled)
     for _ in range(2):  # warm-up (and the compile)
         ours.step(Clock())
     trajectories = rollout_groups(ours.engine, env, batches[0], 8, ours.params, seed=0)
     batch = collate(trajectories, torch.randn(len(trajectories)), ours.pad)
     batch.ref_logprobs = ours.reference.logprobs(batch)
     ours.learner.train_step(batch, ours.loss_fn)
+    times = []
+    for _ in range(rounds):
+        start = time.process_time()
+        ours.learner.train_step(batch, ours.loss_fn)
+        times.append(time.process_time() - start)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             ours.learner.train_step(batch, ours.loss_fn)
     by_kind: dict[str, float] = {}
     for event in prof.key_averages():
-        by_kind[kind_of(event.key)] = by_kind.get(kind_of(event.key), 0.0) + event.self_cpu_time_total / 1e6
-    total = sum(by_kind.values())
+        by_kind[kind_of(event.key)] = by_kind.get(kind_of(event.key), 0.0) + event.self_cpu_time_total / 1e6 / rounds
+    if top:
+        print(prof.key_averages(group_by_input_shape=True).table(sort_by="self_cpu_time_total", row_limit=top))
     peak = matmul_peak_gflops_cpu()
-    flops = 6 * matmul_params(ours.model) * batch.input_ids.numel() * args.rounds
-    print(f"model {cfg.model.preset}, batch {list(batch.input_ids.shape)}, {'compiled' if args.compile else 'eager'}, "
-          f"{args.rounds} updates: {total / args.rounds:.3f} CPU-s each under the profiler")
-    for kind in ("matmul", "attention", "fused", "other"):
-        if kind in by_kind:
-            print(f"  {kind:9s} {by_kind[kind] / args.rounds:.3f} s  {100 * by_kind[kind] / total:4.0f}%")
-    if args.top:
-        print(prof.key_averages(group_by_input_shape=True).table(sort_by="self_cpu_time_total", row_limit=args.top))
-    rate = flops / by_kind["matmul"] / 1e9
-    print(f"matmuls alone: {rate:.0f} GFLOP per CPU-second = {100 * rate / peak:.0f}% of the fp32 peak ({peak:.0f}); "
-          f"the whole update: {100 * flops / total / 1e9 / peak:.0f}%")
+    flops = 6 * matmul_params(ours.model) * batch.input_ids.numel()
+    update = statistics.median(times)
+    return {
+        "preset": cfg.model.preset, "matmul_params": matmul_params(ours.model), "positions": batch.input_ids.numel(),
+        "update_s": update, "peak": peak, "update_pct": 100 * flops / update / 1e9 / peak,
+        "kinds": by_kind, "matmul_pct": 100 * flops / by_kind["matmul"] / 1e9 / peak,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--widths", default="1", help="comma-separated multiples of micro's hidden and MLP sizes")
+    parser.add_argument("--compile", action="store_true", help="with algo.compile_forward")
+    parser.add_argument("--rounds", type=int, default=3, help="timed updates, then as many profiled")
+    parser.add_argument("--top", type=int, default=0, help="also print the N ops with the most self CPU time")
+    args = parser.parse_args()
+    configure_process(1)  # as `reinforge train` sets up its process (one thread, freed memory retained)
+    warnings.filterwarnings("ignore")
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    print(f"{'compiled' if args.compile else 'eager'} update, 64 x 64-token completions + prompts, 1 thread")
+    print("| model | matmul params | update CPU-s | positions per CPU-s | % of fp32 peak | matmul / attention / fused / other share of the update | matmuls alone, % of peak |")
+    print("|---|---|---|---|---|---|---|")
+    for width in (int(w) for w in args.widths.split(",")):
+        r = measure(width, args.compile, args.rounds, args.top)
+        total = sum(r["kinds"].values())
+        shares = " / ".join(f"{100 * r['kinds'].get(k, 0.0) / total:.0f}%" for k in ("matmul", "attention", "fused", "other"))
+        print(f"| {r['preset']} | {r['matmul_params'] / 1e6:.2f}M | {r['update_s']:.3f} | {r['positions'] / r['update_s']:,.0f} | "
+              f"{r['update_pct']:.0f}% (peak {r['peak']:.0f}) | {shares} | {r['matmul_pct']:.0f}% |", flush=True)
 
 
 if __name__ == "__main__":

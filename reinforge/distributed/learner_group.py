@@ -40,8 +40,8 @@ from reinforge.distributed.ddp import DataParallelPolicyLearner, free_port, init
 from reinforge.import_paths import import_roots, use_import_roots
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.policy_learner import LossFn
-from reinforge.trainer.policy_objective import make_policy_objective
 from reinforge.run.process_settings import configure_process
+from reinforge.trainer.policy_objective import make_policy_objective
 
 STEP, STOP = "step", "stop"
 

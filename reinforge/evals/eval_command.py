@@ -28,6 +28,7 @@ from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.factory import build_env, check_env_config
 from reinforge.run.pipeline import closing_env
 from reinforge.envs.single_turn import PromptFormatError
+from reinforge.run.process_settings import configure_process
 from reinforge.trainer.rl_loop import episode_token_budget
 from reinforge.models.loading import ModelLoadError, check_model_dir, load_model_and_tokenizer
 from reinforge.run.preflight import check_device
@@ -36,7 +37,6 @@ from reinforge.evals.eval_metrics import summarize
 from reinforge.evals.evaluation import evaluate, verifier_pool
 from reinforge.evals.value_voting import voting_metrics
 from reinforge.values.value_heads import success_head_for_eval
-from reinforge.run.process_settings import configure_process
 
 
 MEAN_IS_PASS_1 = "mean@{k} (the fraction of the {k} samples that solve a task) is also the unbiased pass@1 estimate, so it is printed once"

@@ -18,6 +18,7 @@ from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.factory import build_env
 from reinforge.import_paths import is_in_memory
 from reinforge.learner.critic_learner import CriticLearner
+from reinforge.run.process_settings import configure_process
 from reinforge.values.config_check import check_curriculum_tasks
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
@@ -41,7 +42,6 @@ from reinforge.evals.evaluation import evaluate, verifier_pool
 from reinforge.run.graceful_stop import GracefulStop
 from reinforge.run.run_errors import CheckpointError
 from reinforge.trainer.sft import run_sft
-from reinforge.run.process_settings import configure_process
 
 
 @dataclass
