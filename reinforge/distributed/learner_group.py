@@ -56,6 +56,7 @@ class FollowerSpec:
     threads: int
     timeout_s: float
     device: str = "cpu"  # model.device: on a GPU, rank r trains on cuda:r
+    retain_freed_memory: bool = True  # trainer.retain_freed_memory, as rank 0's process has it
     roots: list[str] = dataclasses.field(default_factory=import_roots)  # where the trainer imports user code from
 
 
@@ -105,7 +106,7 @@ def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec, rep
     # not die of them mid-update. If rank 0 dies instead, the broken connection ends the follower.
     for stop_signal in (signal.SIGINT, signal.SIGTERM):
         signal.signal(stop_signal, signal.SIG_IGN)
-    configure_process(spec.threads)
+    configure_process(spec.threads, retain_memory=spec.retain_freed_memory)
     use_import_roots(spec.roots)
     try:
         loss_fn = make_policy_objective(spec.algo)

@@ -176,7 +176,10 @@ def build_learner(cfg: Config, model, env):
         raise ConfigError(lora.LEARNER_GROUP_ERROR)
     from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
 
-    spec = FollowerSpec(model.config, kwargs, a, torch.get_num_threads(), cfg.workers.timeout_s, device=cfg.model.device)
+    spec = FollowerSpec(
+        model.config, kwargs, a, torch.get_num_threads(), cfg.workers.timeout_s, device=cfg.model.device,
+        retain_freed_memory=cfg.trainer.retain_freed_memory,
+    )
     group = LearnerGroup(cfg.workers.learners, spec, model)
     return group.learner, group
 
