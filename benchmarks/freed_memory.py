@@ -21,26 +21,15 @@ import subprocess
 import sys
 
 CHILD = r"""
-import json, logging, os, resource, statistics, sys, tempfile, warnings
+import json, logging, resource, statistics, sys, warnings
 sys.path.insert(0, sys.argv[1])
-import torch
 from reinforge.run.process_settings import configure_process
 configure_process(1, retain_memory=sys.argv[2] == "on")
 warnings.filterwarnings("ignore")
 logging.getLogger("transformers").setLevel(logging.ERROR)
 import vs_trl as V
 width, steps = int(sys.argv[3]), int(sys.argv[4])
-cfg = V.load_config("default", ["algo.clip_eps=0.2", "algo.kl_coef=0.05", "rollout.max_new_tokens=64",
-                                f"model.preset={V.widened_preset(width)}", "model.max_positions=128"])
-torch.manual_seed(cfg.trainer.seed)
-tasks = V.load_tasks(cfg.task, seed=cfg.trainer.seed)
-model, tokenizer = V.build_policy(cfg, tasks)
-env = V.build_env(cfg, tokenizer)
-with tempfile.TemporaryDirectory() as tmp:
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    batches = [tasks.train[i * 8 : (i + 1) * 8] for i in range(steps + 1)]
-    ours = V.Reinforge(tmp, cfg, env, batches, 8, 64, 0.05, False)
+ours, _ = V.reinforge_alone(width, False, steps + 1)
 clock = V.Clock()
 ours.step(clock)
 clock.take()

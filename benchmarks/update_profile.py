@@ -26,7 +26,6 @@ import logging
 import os
 import statistics
 import sys
-import tempfile
 import time
 import warnings
 
@@ -35,15 +34,11 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rl_step import matmul_params  # noqa: E402
-from vs_trl import Clock, Reinforge, matmul_peak_gflops_cpu, widened_preset  # noqa: E402
+from vs_trl import Clock, matmul_peak_gflops_cpu, reinforge_alone, widened_preset  # noqa: E402
 
-from reinforge.config import load_config  # noqa: E402
-from reinforge.envs.factory import build_env  # noqa: E402
 from reinforge.learner.batch import collate  # noqa: E402
 from reinforge.rollout.episodes import rollout_groups  # noqa: E402
-from reinforge.run.pipeline import build_policy  # noqa: E402
 from reinforge.run.process_settings import configure_process  # noqa: E402
-from reinforge.tasks.registry import load_tasks  # noqa: E402
 
 MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
 
@@ -60,21 +55,10 @@ def kind_of(name: str) -> str:
 
 def measure(width: int, compiled: bool, rounds: int, top: int) -> dict:
     """One model: `rounds` timed updates on a fixed batch, then `rounds` more under the profiler."""
-    overrides = ["algo.clip_eps=0.2", "algo.kl_coef=0.05", "rollout.max_new_tokens=64",
-                 f"model.preset={widened_preset(width)}", "model.max_positions=128"]
-    cfg = load_config("default", overrides)
-    torch.manual_seed(cfg.trainer.seed)
-    tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
-    model, tokenizer = build_policy(cfg, tasks)
-    env = build_env(cfg, tokenizer)
-    batches = [tasks.train[i * 8 : (i + 1) * 8] for i in range(4)]
-    with tempfile.TemporaryDirectory() as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        ours = Reinforge(tmp, cfg, env, batches, 8, 64, 0.05, compiled)
+    ours, env = reinforge_alone(width, compiled, 4)
     for _ in range(2):  # warm-up (and the compile)
         ours.step(Clock())
-    trajectories = rollout_groups(ours.engine, env, batches[0], 8, ours.params, seed=0)
+    trajectories = rollout_groups(ours.engine, env, ours.task_batches[0], 8, ours.params, seed=0)
     batch = collate(trajectories, torch.randn(len(trajectories)), ours.pad)
     batch.ref_logprobs = ours.reference.logprobs(batch)
     ours.learner.train_step(batch, ours.loss_fn)
@@ -95,7 +79,7 @@ def measure(width: int, compiled: bool, rounds: int, top: int) -> dict:
     flops = 6 * matmul_params(ours.model) * batch.input_ids.numel()
     update = statistics.median(times)
     return {
-        "preset": cfg.model.preset, "matmul_params": matmul_params(ours.model), "positions": batch.input_ids.numel(),
+        "preset": widened_preset(width), "matmul_params": matmul_params(ours.model), "positions": batch.input_ids.numel(),
         "update_s": update, "peak": peak, "update_pct": 100 * flops / update / 1e9 / peak,
         "kinds": by_kind, "matmul_pct": 100 * flops / by_kind["matmul"] / 1e9 / peak,
     }

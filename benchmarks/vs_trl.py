@@ -85,6 +85,32 @@ def widened_preset(width: int) -> str:
     return name
 
 
+def benchmark_setup(width: int = 1, kl: float = 0.05, new_tokens: int = 64):
+    """The benchmark's config, tasks, model, tokenizer and env: the default recipe's, with the
+    benchmark's algorithm, forced length and model width (shared by update_profile.py and
+    freed_memory.py)."""
+    overrides = [
+        "algo.clip_eps=0.2", f"algo.kl_coef={kl}", f"rollout.max_new_tokens={new_tokens}",
+        f"model.preset={widened_preset(width)}", f"model.max_positions={max(128, 32 + new_tokens)}",
+    ]
+    cfg = load_config("default", overrides)
+    torch.manual_seed(cfg.trainer.seed)
+    tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
+    model, tokenizer = build_policy(cfg, tasks)
+    return cfg, tasks, model, tokenizer, build_env(cfg, tokenizer)
+
+
+def reinforge_alone(width: int, compile_forward: bool, steps: int) -> tuple["Reinforge", object]:
+    """reinforge's side of the 8x8, KL 0.05 benchmark without TRL, over `steps` batches of tasks;
+    returns it with its env."""
+    cfg, tasks, model, tokenizer, env = benchmark_setup(width)
+    batches = [tasks.train[i * 8 : (i + 1) * 8] for i in range(steps)]
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        return Reinforge(tmp, cfg, env, batches, 8, 64, 0.05, compile_forward), env
+
+
 class Clock:
     """CPU and wall seconds of named phases, summed until `take()`."""
 
@@ -313,16 +339,7 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     logging.getLogger("transformers").setLevel(logging.ERROR)
 
-    max_positions = max(128, 32 + args.new_tokens)
-    overrides = [
-        "algo.clip_eps=0.2", f"algo.kl_coef={args.kl}", f"rollout.max_new_tokens={args.new_tokens}",
-        f"model.preset={widened_preset(args.width)}", f"model.max_positions={max_positions}",
-    ]
-    cfg = load_config("default", overrides)
-    torch.manual_seed(cfg.trainer.seed)
-    tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
-    model, tokenizer = build_policy(cfg, tasks)
-    env = build_env(cfg, tokenizer)
+    cfg, tasks, model, tokenizer, env = benchmark_setup(args.width, args.kl, args.new_tokens)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = os.path.join(tmp, "model")
         model.save_pretrained(model_dir)
