@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
+from reinforge.learner.packed_forward import packed_token_logprobs, plan_packing, worth_packing
+
 
 def token_logprobs(
     model: PreTrainedModel,
@@ -12,13 +14,20 @@ def token_logprobs(
     attention_mask: torch.Tensor,
     temperature: float = 1.0,
     entropy_grad: bool = False,
+    pack: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log softmax(logits_t / temperature)[token_{t+1}] for right-padded rows: [N, T-1].
 
     Also returns the per-token entropy of the same distribution: detached for monitoring, or with
     gradient when `entropy_grad` (an entropy bonus). The temperature must be the sampling
     temperature so these match the engine's behaviour log-probs.
+    `pack` (a model `packed_forward.supports`): each distinct token is computed once, pads never,
+    when that saves enough (reinforge.learner.packed_forward); positions before a pad are then 0.
     """
+    if pack:
+        packing = plan_packing(input_ids, attention_mask)
+        if worth_packing(packing, input_ids):
+            return packed_token_logprobs(model, input_ids, attention_mask, packing, temperature, entropy_grad)
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1].float()
     if temperature != 1.0:
         logits = logits / temperature

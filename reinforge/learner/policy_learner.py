@@ -14,6 +14,7 @@ from transformers import PreTrainedModel
 
 from reinforge.algos.types import LossNormalizer
 from reinforge.learner.batch import TrainingBatch
+from reinforge.learner import packed_forward
 from reinforge.learner.compiled_forward import compile_forward as compile_forward_of
 from reinforge.learner.logprobs import token_logprobs
 
@@ -36,10 +37,14 @@ class PolicyLearner:
         entropy_grad: bool = False,
         compile_forward: bool = False,
         lr_warmup_steps: int = 0,
+        pack_sequences: bool = True,
     ):
         """`compile_forward`: torch.compile the model's forward in place (reinforge.learner.compiled_forward).
-        `lr_warmup_steps`: the learning rate rises linearly over the first optimizer steps (see warmup_lr)."""
+        `lr_warmup_steps`: the learning rate rises linearly over the first optimizer steps (see warmup_lr).
+        `pack_sequences`: compute each distinct token once (reinforge.learner.packed_forward), for
+        the model types it supports and without `compile_forward` (which compiles the padded forward)."""
         self.model = compile_forward_of(model) if compile_forward else model
+        self.pack = pack_sequences and not compile_forward and packed_forward.supports(model)
         self.max_response_tokens = max_response_tokens
         self.entropy_grad = entropy_grad
         self.trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapters only
@@ -87,7 +92,7 @@ class PolicyLearner:
             micro = batch.select(slice(start, start + self.micro_batch_size)).to(self.device)
             with self._autocast():
                 logprobs, entropy = token_logprobs(
-                    self.model, micro.input_ids, micro.attention_mask, self.temperature, self.entropy_grad
+                    self.model, micro.input_ids, micro.attention_mask, self.temperature, self.entropy_grad, self.pack
                 )
             loss, metrics = loss_fn(logprobs, entropy, micro, norm)
             loss.backward()
@@ -110,7 +115,7 @@ class PolicyLearner:
     @torch.no_grad()
     def logprobs(self, batch: TrainingBatch) -> torch.Tensor:
         """Log-probs of `batch` under the current weights, without gradients: [N, T-1]."""
-        return compute_logprobs(self.model, batch, self.micro_batch_size, self.temperature, self._autocast)
+        return compute_logprobs(self.model, batch, self.micro_batch_size, self.temperature, self._autocast, self.pack)
 
 
 def warmup_lr(lr: float, step: int, warmup_steps: int) -> float:
@@ -145,7 +150,9 @@ def autocast_on(device: torch.device, bf16: bool):
 
 
 @torch.no_grad()
-def compute_logprobs(model, batch: TrainingBatch, micro_batch_size: int, temperature: float, autocast=contextlib.nullcontext) -> torch.Tensor:
+def compute_logprobs(
+    model, batch: TrainingBatch, micro_batch_size: int, temperature: float, autocast=contextlib.nullcontext, pack: bool = False
+) -> torch.Tensor:
     was_training = model.training
     model.eval()
     out = torch.zeros_like(batch.old_logprobs)
@@ -154,7 +161,7 @@ def compute_logprobs(model, batch: TrainingBatch, micro_batch_size: int, tempera
         rows = slice(start, start + micro_batch_size)
         input_ids, attention_mask = batch.input_ids[rows].to(device), batch.attention_mask[rows].to(device)
         with autocast():
-            lp, _ = token_logprobs(model, input_ids, attention_mask, temperature)
+            lp, _ = token_logprobs(model, input_ids, attention_mask, temperature, pack=pack)
         out[rows, : lp.shape[1]] = lp.to(out.device)
     model.train(was_training)
     return out

@@ -1,0 +1,159 @@
+"""Log-probs with every distinct token computed once: no pads, and a shared prefix (a group's prompt)
+computed once for all the rows that share it (`algo.pack_sequences`).
+
+Why: a GRPO batch pads every row to the longest, and holds each prompt G times. In a causal model
+the hidden states of token t depend only on tokens 0..t, so two rows that agree on tokens 0..t have
+the same hidden states there at every layer. Here each (row, position) is mapped to the first row
+that has the same prefix up to it; only those first occurrences go through the position-wise work
+(embedding, norms, projections, MLP, LM head, log-softmax), which is most of a forward and backward.
+Attention runs in the padded [rows, T] layout: each row's keys and values are gathered from the
+tokens that computed them, and only the queries of tokens computed in that row are used. Rows and
+prefixes that share tokens get the gradient of every row that uses them, as in the padded forward.
+
+This is the idea of "Prefix Grouper: Efficient GRPO Training through Shared-Prefix Forward" (Liu et
+al. 2025, arXiv:2506.05433) and of padding-free packing, found by comparing tokens rather than by
+trusting the batch's layout, so multi-turn rows that share more than the prompt share it too.
+
+Same math as the `transformers` forward, module by module (the model's own norms, projections,
+rotary embedding and MLP are called, so LoRA adapters and their `disable_adapter()` work), for the
+model types the fused decoder supports. Log-probs agree with the padded forward to float rounding
+(matmuls over other row counts); positions whose next token is a pad come back 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedModel
+from transformers.models.llama.modeling_llama import rotate_half
+
+from reinforge.engines.llama_decoder import supports as decoder_supports
+from reinforge.models.lora import is_lora_model
+
+# Packing moves every token between the packed and padded layouts once per layer (a few passes
+# over the activations): below this share of saved positions the padded forward is as fast.
+MIN_SAVED_SHARE = 0.05
+
+
+@dataclass
+class Packing:
+    """Where the U distinct tokens of a right-padded batch [N, T] are computed, and who uses them."""
+
+    token_ids: torch.Tensor  # [U]
+    positions: torch.Tensor  # [U] position in its row (rotary)
+    rows: torch.Tensor  # [U] attention row (index into `attention_rows`) that computes it
+    cols: torch.Tensor  # [U]
+    attention_rows: torch.Tensor  # [R] batch rows that compute at least one token
+    source: torch.Tensor  # [N, T] index of the token at (row, t) among the U; U on pads
+
+    @property
+    def num_tokens(self) -> int:
+        return self.token_ids.shape[0]
+
+
+def plan_packing(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Packing:
+    """Map each real (row, t) of a right-padded batch to the first row with the same tokens 0..t."""
+    n, width = input_ids.shape
+    valid = attention_mask.bool()
+    owner = first_rows_with_prefix(input_ids, valid)
+    computed = (owner == torch.arange(n, device=input_ids.device)[:, None]) & valid
+    index = computed.flatten().cumsum(0).view(n, width) - 1  # row-major: a row's tokens stay together
+    num_tokens = int(computed.sum())
+    source = torch.where(valid, index.gather(0, owner), torch.full_like(index, num_tokens))
+    rows, cols = computed.nonzero(as_tuple=True)
+    attention_rows, rows = torch.unique(rows, return_inverse=True)
+    return Packing(input_ids[computed], cols.clone(), rows, cols, attention_rows, source)
+
+
+def first_rows_with_prefix(input_ids: torch.Tensor, valid: torch.Tensor, chunk_elements: int = 1 << 24) -> torch.Tensor:
+    """owner[i, t]: the first row j whose real tokens 0..t equal row i's ([N, T]; on pads, any row).
+
+    With lcp[i, j] the length of the common real prefix of rows i and j, owner[i, t] is the first j
+    with lcp[i, j] > t, that is the first j where the running max of lcp[i, :j+1] exceeds t: a
+    binary search in that non-decreasing row. Rows are compared pairwise in chunks of at most
+    `chunk_elements` (row, row, position) entries.
+    """
+    n, width = input_ids.shape
+    ended = torch.ones(1, 1, 1, dtype=torch.bool, device=input_ids.device).expand(-1, n, 1)
+    lcp = torch.empty(n, n, dtype=torch.long, device=input_ids.device)
+    step = max(1, chunk_elements // max(1, n * width))
+    for start in range(0, n, step):
+        rows = slice(start, start + step)
+        differs = (input_ids[rows, None] != input_ids[None]) | ~valid[rows, None] | ~valid[None]
+        differs = torch.cat([differs, ended.expand(differs.shape[0], n, 1)], dim=-1)
+        lcp[rows] = differs.int().argmax(-1)  # the first differing position (or the end)
+    reach = lcp.cummax(dim=1).values
+    positions = torch.arange(width, device=input_ids.device).expand(n, width).contiguous()
+    return torch.searchsorted(reach, positions, right=True).clamp_(max=n - 1)
+
+
+def supports(model: PreTrainedModel) -> bool:
+    base = model.get_base_model() if is_lora_model(model) else model
+    return decoder_supports(base)
+
+
+def worth_packing(packing: Packing, input_ids: torch.Tensor) -> bool:
+    return packing.num_tokens <= (1 - MIN_SAVED_SHARE) * input_ids.numel()
+
+
+def packed_logits(model: PreTrainedModel, packing: Packing) -> torch.Tensor:
+    """The model's logits [U, V] at the U distinct tokens."""
+    causal_lm = model.get_base_model() if is_lora_model(model) else model
+    inner = causal_lm.model
+    hidden = inner.embed_tokens(packing.token_ids)  # [U, H]
+    cos, sin = inner.rotary_emb(hidden, packing.positions[None])
+    cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)  # [U, 1, head_dim]: broadcast over heads
+    for layer in inner.layers:
+        hidden = hidden + _attention(layer.self_attn, layer.input_layernorm(hidden), cos, sin, packing)
+        hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+    return causal_lm.lm_head(inner.norm(hidden))
+
+
+def _attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, packing: Packing) -> torch.Tensor:
+    """Causal self-attention of the U tokens, each over its own row's keys, in the padded layout."""
+    head_dim = attn.head_dim
+    q = attn.q_proj(x).view(x.shape[0], -1, head_dim)  # [U, heads, head_dim]
+    k = attn.k_proj(x).view(x.shape[0], -1, head_dim)
+    v = attn.v_proj(x).view(x.shape[0], -1, head_dim)
+    q = q * cos + rotate_half(q) * sin  # transformers' apply_rotary_pos_emb, in this layout
+    k = k * cos + rotate_half(k) * sin
+    heads, kv_heads = q.shape[1], k.shape[1]
+    source = packing.source[packing.attention_rows]  # [R, T]
+    rows, width = source.shape
+
+    def padded(t: torch.Tensor) -> torch.Tensor:  # [U, h, d] -> [R, h, T, d]; pads read a zero row
+        t = torch.cat([t, t.new_zeros(1, *t.shape[1:])])
+        return t[source.flatten()].view(rows, width, *t.shape[1:]).transpose(1, 2)
+
+    queries = q.new_zeros(rows, width, heads, head_dim).index_put((packing.rows, packing.cols), q)
+    # Right padding: a real query's causal window never reaches a pad, so is_causal is the mask.
+    out = F.scaled_dot_product_attention(
+        queries.transpose(1, 2), padded(k), padded(v), is_causal=True, scale=attn.scaling, enable_gqa=kv_heads != heads
+    )
+    out = out.transpose(1, 2)[packing.rows, packing.cols]  # [U, heads, head_dim]
+    return attn.o_proj(out.reshape(x.shape[0], heads * head_dim))
+
+
+def packed_token_logprobs(
+    model: PreTrainedModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    packing: Packing,
+    temperature: float = 1.0,
+    entropy_grad: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`token_logprobs` (reinforge.learner.logprobs) through `packing`: [N, T-1] each."""
+    logits = packed_logits(model, packing).float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    log_probs = logits.log_softmax(-1)  # [U, V]
+    predicts = attention_mask[:, 1:].bool()  # position t predicts a real token t+1
+    source = packing.source[:, :-1][predicts]
+    chosen = log_probs.new_zeros(predicts.shape)
+    chosen = chosen.index_put((predicts.nonzero(as_tuple=True)), log_probs[source, input_ids[:, 1:][predicts]])
+    with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+        per_token = -(log_probs.exp() * log_probs).sum(-1)
+        entropy = per_token.new_zeros(predicts.shape).index_put(predicts.nonzero(as_tuple=True), per_token[source])
+    return chosen, entropy

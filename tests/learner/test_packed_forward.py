@@ -1,0 +1,181 @@
+"""The packed forward (each distinct token once) against the padded `transformers` forward."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from reinforge.config import LoraConfig
+from reinforge.learner.batch import TrainingBatch
+from reinforge.learner.logprobs import token_logprobs
+from reinforge.learner.packed_forward import packed_token_logprobs, plan_packing, supports
+from reinforge.learner.policy_learner import PolicyLearner
+from reinforge.models.lora import apply_lora, peft_available
+
+PAD = 0
+
+
+def small(cls, config_cls, **overrides):
+    torch.manual_seed(0)
+    base = dict(
+        vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=128, pad_token_id=PAD,
+    )
+    return cls(config_cls(**{**base, **overrides})).eval()
+
+
+def right_padded(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(map(len, rows))
+    ids = torch.full((len(rows), width), PAD)
+    mask = torch.zeros_like(ids)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)], mask[i, : len(row)] = torch.tensor(row), 1
+    return ids, mask
+
+
+def grpo_rows(groups: int = 3, group_size: int = 4, seed: int = 0) -> list[list[int]]:
+    """Groups of rows that share a prompt (5-12 tokens), with completions of 1-20 tokens; two
+    completions of the first group also share their first tokens, and one row repeats another."""
+    g = torch.Generator().manual_seed(seed)
+    rows = []
+    for _ in range(groups):
+        prompt = torch.randint(1, 48, (int(torch.randint(5, 13, (), generator=g)),), generator=g).tolist()
+        for _ in range(group_size):
+            rows.append(prompt + torch.randint(1, 48, (int(torch.randint(1, 21, (), generator=g)),), generator=g).tolist())
+    rows[1] = rows[0][: len(rows[0]) - 1] + [7, 8, 9]
+    rows.append(list(rows[2]))
+    return rows
+
+
+def test_plan_packing_by_hand():
+    # row 1 shares "5 6" with row 0; row 2 repeats row 0 then goes on; row 3 has PAD as a real token
+    # where row 1 has a pad: a real token is never taken for a pad
+    ids, mask = right_padded([[5, 6, 7, 8], [5, 6, 9], [5, 6, 7, 8, 4], [5, 6, 9, PAD]])
+    packing = plan_packing(ids, mask)
+    assert packing.num_tokens == 4 + 1 + 1 + 1
+    assert packing.token_ids.tolist() == [5, 6, 7, 8, 9, 4, PAD]
+    assert packing.positions.tolist() == [0, 1, 2, 3, 2, 4, 3]
+    pad = packing.num_tokens
+    assert packing.source.tolist() == [
+        [0, 1, 2, 3, pad],
+        [0, 1, 4, pad, pad],
+        [0, 1, 2, 3, 5],
+        [0, 1, 4, 6, pad],
+    ]
+    assert packing.attention_rows.tolist() == [0, 1, 2, 3]  # every row computes at least one token
+
+
+def test_a_repeated_row_computes_nothing():
+    ids, mask = right_padded([[3, 4, 5], [3, 4, 5], [3, 9]])
+    packing = plan_packing(ids, mask)
+    assert packing.num_tokens == 4
+    assert packing.attention_rows.tolist() == [0, 2]
+    assert packing.source[1].tolist() == packing.source[0].tolist()
+
+
+def test_small_pairwise_chunks_give_the_same_plan():
+    from reinforge.learner.packed_forward import first_rows_with_prefix
+
+    ids, mask = right_padded(grpo_rows())
+    whole = first_rows_with_prefix(ids, mask.bool())
+    assert torch.equal(whole, first_rows_with_prefix(ids, mask.bool(), chunk_elements=1))
+
+
+MODELS = {
+    "llama, grouped kv heads": lambda: small(LlamaForCausalLM, LlamaConfig),
+    "llama, tied embeddings, one kv head": lambda: small(LlamaForCausalLM, LlamaConfig, num_key_value_heads=1, tie_word_embeddings=True),
+    "qwen2 (q, k, v biases)": lambda: small(Qwen2ForCausalLM, Qwen2Config),
+}
+
+
+def assert_same_as_padded(model, ids, mask, temperature=1.0, gradients=True):
+    """Log-probs and entropies where the next token is real, and every trained weight's gradient."""
+    real = mask[:, 1:].bool()
+    weights = torch.randn(real.shape, generator=torch.Generator().manual_seed(1)) * real
+
+    def run(packed: bool):
+        model.zero_grad()
+        if packed:
+            lp, ent = packed_token_logprobs(model, ids, mask, plan_packing(ids, mask), temperature, entropy_grad=True)
+        else:
+            lp, ent = token_logprobs(model, ids, mask, temperature, entropy_grad=True)
+        if gradients:
+            ((lp + 0.1 * ent) * weights).sum().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        return lp.detach(), ent.detach(), grads
+
+    lp_a, ent_a, grads_a = run(False)
+    lp_b, ent_b, grads_b = run(True)
+    assert torch.allclose(lp_a[real], lp_b[real], atol=1e-5, rtol=0)
+    assert torch.allclose(ent_a[real], ent_b[real], atol=1e-5, rtol=0)
+    assert (lp_b[~real] == 0).all() and (ent_b[~real] == 0).all()
+    assert grads_a.keys() == grads_b.keys() and (grads_a or not gradients)
+    for name, grad in grads_a.items():
+        scale = grad.abs().max().clamp(min=1e-8)
+        assert ((grad - grads_b[name]).abs().max() / scale) < 1e-4, name
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_same_logprobs_and_gradients_as_the_padded_forward(name):
+    model = MODELS[name]()
+    assert supports(model)
+    ids, mask = right_padded(grpo_rows())
+    assert plan_packing(ids, mask).num_tokens < 0.6 * mask.sum()  # the batch shares a lot
+    assert_same_as_padded(model, ids, mask, temperature=0.7)
+
+
+@pytest.mark.skipif(not peft_available(), reason="needs peft (reinforge[lora])")
+def test_lora_adapters_apply_and_switch_off():
+    model = apply_lora(small(LlamaForCausalLM, LlamaConfig), LoraConfig(r=4))
+    with torch.no_grad():  # fresh adapters are zero (B = 0): give them a value, so that they matter
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(std=0.5)
+    assert supports(model)
+    ids, mask = right_padded(grpo_rows())
+    assert_same_as_padded(model, ids, mask)
+    with model.disable_adapter():
+        assert_same_as_padded(model, ids, mask, gradients=False)  # the adapters are all that is trained
+        base, _ = packed_token_logprobs(model, ids, mask, plan_packing(ids, mask))
+    adapted, _ = packed_token_logprobs(model, ids, mask, plan_packing(ids, mask))
+    assert (base - adapted).abs().max() > 1e-3
+
+
+def test_token_logprobs_packs_only_when_it_saves():
+    model = small(LlamaForCausalLM, LlamaConfig)
+    distinct = torch.arange(1, 41).view(4, 10)  # nothing shared, no pads: the padded forward runs
+    mask = torch.ones_like(distinct)
+    assert torch.equal(token_logprobs(model, distinct, mask, pack=True)[0], token_logprobs(model, distinct, mask)[0])
+    ids, mask = right_padded(grpo_rows())
+    packed = token_logprobs(model, ids, mask, pack=True)[0]
+    assert (packed[~mask[:, 1:].bool()] == 0).all()  # the packed forward ran: pads come back 0
+
+
+def test_an_update_with_packing_matches_the_padded_one():
+    rows = grpo_rows()
+    ids, mask = right_padded(rows)
+    real = mask[:, 1:].bool()
+    loss_mask = real.clone()
+    for i, row in enumerate(rows):  # the first 5 tokens are the prompt at least
+        loss_mask[i, :4] = False
+    start = small(LlamaForCausalLM, LlamaConfig)
+    with torch.no_grad():
+        old, _ = token_logprobs(start, ids, mask)
+    batch = TrainingBatch(ids, mask, loss_mask, old * real, torch.randn(len(rows)))
+
+    def loss_fn(logprobs, entropy, micro, norm):
+        ratio = (logprobs - micro.old_logprobs).exp()
+        loss = -(ratio * micro.advantages[:, None] * micro.loss_mask).sum() / norm.num_tokens
+        return loss, {}
+
+    learners = [PolicyLearner(copy.deepcopy(start), lr=1e-2, pack_sequences=pack) for pack in (False, True)]
+    assert [learner.pack for learner in learners] == [False, True]
+    for learner in learners:
+        for _ in range(3):
+            learner.train_step(batch, loss_fn)
+    for (name, a), b in zip(learners[0].model.named_parameters(), learners[1].model.parameters()):
+        assert torch.allclose(a, b, atol=1e-5), name
+    assert any((a - b).abs().max() > 0 for a, b in zip(start.parameters(), learners[1].model.parameters()))
