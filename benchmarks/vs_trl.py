@@ -26,12 +26,13 @@ measured after every pair, since it moves 10-25% from moment to moment on a shar
 Needs TRL (an optional benchmark dependency, never a runtime one): `pip install -e ".[bench]"`.
 
     python benchmarks/vs_trl.py [--tasks 8] [--group-size 8] [--kl 0.05] [--pairs 6] [--threads 1]
-                                [--width 1] [--new-tokens 64] [--compile] [--json PATH]
+                                [--width 1] [--new-tokens 64] [--prompt-tokens N] [--compile] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import logging
@@ -85,18 +86,25 @@ def widened_preset(width: int) -> str:
     return name
 
 
-def benchmark_setup(width: int = 1, kl: float = 0.05, new_tokens: int = 64):
+def benchmark_setup(width: int = 1, kl: float = 0.05, new_tokens: int = 64, prompt_tokens: int = 0):
     """The benchmark's config, tasks, model, tokenizer and env: the default recipe's, with the
     benchmark's algorithm, forced length and model width (shared by update_profile.py and
-    freed_memory.py)."""
+    freed_memory.py). `prompt_tokens` > 0: every task's prompt starts with one fixed instruction
+    that brings it to about that many tokens (a long shared prompt, as a system prompt or few-shot
+    examples make)."""
     overrides = [
         "algo.clip_eps=0.2", f"algo.kl_coef={kl}", f"rollout.max_new_tokens={new_tokens}",
-        f"model.preset={widened_preset(width)}", f"model.max_positions={max(128, 32 + new_tokens)}",
+        f"model.preset={widened_preset(width)}", f"model.max_positions={max(128, 32 + prompt_tokens + new_tokens)}",
     ]
     cfg = load_config("default", overrides)
     torch.manual_seed(cfg.trainer.seed)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
     model, tokenizer = build_policy(cfg, tasks)
+    if prompt_tokens:
+        instruction = ""
+        while len(tokenizer(instruction + tasks.train[0].prompt).input_ids) < prompt_tokens:
+            instruction += "Work out the sum step by step, then write only the final number. "
+        tasks.train = [dataclasses.replace(t, prompt=instruction + t.prompt) for t in tasks.train]
     return cfg, tasks, model, tokenizer, build_env(cfg, tokenizer)
 
 
@@ -325,6 +333,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=8, help="prompts per step")
     parser.add_argument("--group-size", type=int, default=8, help="completions per prompt")
     parser.add_argument("--new-tokens", type=int, default=64, help="sampled tokens per completion (forced)")
+    parser.add_argument("--prompt-tokens", type=int, default=0, help="lengthen every prompt to about this many tokens with one fixed instruction")
     parser.add_argument("--kl", type=float, default=0.05, help="KL coefficient (0: no reference model)")
     parser.add_argument("--pairs", type=int, default=6, help="timed pairs after one warm-up pair")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads, both sides")
@@ -339,7 +348,7 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     logging.getLogger("transformers").setLevel(logging.ERROR)
 
-    cfg, tasks, model, tokenizer, env = benchmark_setup(args.width, args.kl, args.new_tokens)
+    cfg, tasks, model, tokenizer, env = benchmark_setup(args.width, args.kl, args.new_tokens, args.prompt_tokens)
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = os.path.join(tmp, "model")
         model.save_pretrained(model_dir)

@@ -167,7 +167,7 @@ class TorchEngine:
         aborted = False
         pruned = torch.zeros(batch, dtype=torch.bool, device=device)  # rows a decode_hook stopped
 
-        logits, state = decoder.prefill(input_ids, attention_mask, steps)
+        logits, state = prefill_distinct(decoder, input_ids, attention_mask, steps)
         for step in range(steps):
             if decode_hook is not None and step and step % decode_hook.every == 0:
                 live = alive.nonzero().squeeze(1)
@@ -230,3 +230,17 @@ class TorchEngine:
             )
             for row, n in enumerate(lengths.tolist())
         ]
+
+
+def prefill_distinct(decoder, input_ids: torch.Tensor, attention_mask: torch.Tensor, steps: int):
+    """The decoder's prefill, with each distinct prompt computed once: the G rows of a group share
+    their prompt, so its keys and values are computed for one row and copied to the others (a
+    decoder that can select rows of its cache). Same logits and cache as prefilling every row."""
+    if decoder.can_drop_rows:
+        distinct, copies = torch.unique(torch.cat([input_ids, attention_mask], dim=1), dim=0, return_inverse=True)
+        if len(distinct) < len(input_ids):
+            width = input_ids.shape[1]
+            logits, state = decoder.prefill(distinct[:, :width], distinct[:, width:], steps)
+            state.keep(copies)
+            return logits[copies], state
+    return decoder.prefill(input_ids, attention_mask, steps)

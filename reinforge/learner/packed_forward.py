@@ -47,6 +47,7 @@ class Packing:
     cols: torch.Tensor  # [U]
     attention_rows: torch.Tensor  # [R] batch rows that compute at least one token
     source: torch.Tensor  # [N, T] index of the token at (row, t) among the U; U on pads
+    attention_source: torch.Tensor  # [R, T] `source` of the attention rows, 0 on pads
 
     @property
     def num_tokens(self) -> int:
@@ -64,7 +65,8 @@ def plan_packing(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Packi
     source = torch.where(valid, index.gather(0, owner), torch.full_like(index, num_tokens))
     rows, cols = computed.nonzero(as_tuple=True)
     attention_rows, rows = torch.unique(rows, return_inverse=True)
-    return Packing(input_ids[computed], cols.clone(), rows, cols, attention_rows, source)
+    attention_source = source[attention_rows].masked_fill(~valid[attention_rows], 0)
+    return Packing(input_ids[computed], cols.clone(), rows, cols, attention_rows, source, attention_source)
 
 
 def first_rows_with_prefix(input_ids: torch.Tensor, valid: torch.Tensor, chunk_elements: int = 1 << 24) -> torch.Tensor:
@@ -120,17 +122,17 @@ def _attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pack
     q = q * cos + rotate_half(q) * sin  # transformers' apply_rotary_pos_emb, in this layout
     k = k * cos + rotate_half(k) * sin
     heads, kv_heads = q.shape[1], k.shape[1]
-    source = packing.source[packing.attention_rows]  # [R, T]
+    source = packing.attention_source  # [R, T]
     rows, width = source.shape
 
-    def padded(t: torch.Tensor) -> torch.Tensor:  # [U, h, d] -> [R, h, T, d]; pads read a zero row
-        t = torch.cat([t, t.new_zeros(1, *t.shape[1:])])
+    def padded(t: torch.Tensor) -> torch.Tensor:  # [U, h, d] -> [R, h, T, d]
         return t[source.flatten()].view(rows, width, *t.shape[1:]).transpose(1, 2)
 
-    queries = q.new_zeros(rows, width, heads, head_dim).index_put((packing.rows, packing.cols), q)
-    # Right padding: a real query's causal window never reaches a pad, so is_causal is the mask.
+    # Right padding: a real query's causal window never reaches a pad, so is_causal is the mask,
+    # and what a pad slot holds (the first token's values) is never read. A slot whose token
+    # another row computes holds that token's query too: attended, but its output is not used.
     out = F.scaled_dot_product_attention(
-        queries.transpose(1, 2), padded(k), padded(v), is_causal=True, scale=attn.scaling, enable_gqa=kv_heads != heads
+        padded(q), padded(k), padded(v), is_causal=True, scale=attn.scaling, enable_gqa=kv_heads != heads
     )
     out = out.transpose(1, 2)[packing.rows, packing.cols]  # [U, heads, head_dim]
     return attn.o_proj(out.reshape(x.shape[0], heads * head_dim))

@@ -12,7 +12,7 @@ from conftest import sharpen_
 from reinforge.engines import llama_decoder
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.llama_decoder import FusedLlamaDecoder
-from reinforge.engines.torch_engine import HFDecoder, TorchEngine
+from reinforge.engines.torch_engine import HFDecoder, TorchEngine, prefill_distinct
 from float_bounds import forward_bound, logit_bound
 
 GREEDY = SamplingParams(max_new_tokens=6, temperature=0.0)
@@ -98,6 +98,27 @@ def test_decoder_state_keep_drops_rows_without_changing_the_others(sharp_nano_mo
     expected = hf_last_logits(sharp_nano_model, [arithmetic_prompts[r] + [t] for r, t in zip(keep, tokens.tolist())])
     assert logits.shape[0] == 3
     assert (logits - expected).abs().max().item() < forward_bound(sharp_nano_model, expected.abs().max().item())
+
+
+@torch.no_grad()
+def test_a_repeated_prompt_is_prefilled_once(sharp_nano_model, arithmetic_prompts, tokenizer) -> None:
+    decoder = FusedLlamaDecoder(sharp_nano_model)
+    # groups of 4 rows with one prompt each, plus one prompt alone, interleaved
+    prompts = [arithmetic_prompts[0]] * 4 + [arithmetic_prompts[1]] + [arithmetic_prompts[2]] * 4
+    prompts = prompts[::2] + prompts[1::2]
+    ids, mask = left_pad(prompts, tokenizer.pad_token_id)
+    prefilled_rows = []
+    prefill = decoder.prefill
+    decoder.prefill = lambda i, m, n: prefilled_rows.append(len(i)) or prefill(i, m, n)
+    logits, state = prefill_distinct(decoder, ids, mask, 3)
+    assert prefilled_rows == [3]
+    expected_logits, expected_state = prefill(ids, mask, 3)
+    bound = forward_bound(sharp_nano_model, expected_logits.abs().max().item())
+    assert (logits - expected_logits).abs().max().item() < bound
+    tokens = torch.arange(30, 30 + len(prompts))
+    step_logits, expected_step = decoder.step(tokens, state), decoder.step(tokens, expected_state)
+    assert (step_logits - expected_step).abs().max().item() < bound
+    assert torch.equal(state.next_position, expected_state.next_position)
 
 
 def test_fused_and_hf_paths_sample_the_same_tokens(sharp_nano_model, arithmetic_prompts, tokenizer) -> None:
