@@ -11,7 +11,7 @@ positions per CPU-second and the share of the fp32 matmul peak, then as many ste
   fused      inductor's generated kernels (compiled only: every elementwise op it fused)
   other      everything else (elementwise ops in eager, log-softmax, optimizer, bookkeeping)
 
-and the matmuls' own rate: the update's matmul FLOPs (6 x matmul params x batch positions) per
+and the matmuls' own rate: the update's matmul FLOPs (6 x matmul params x computed positions) per
 CPU-second of matmul time, against a 1024^3 fp32 matmul measured in the same process. That rate
 bounds the update's share of the matmul peak whatever is done to the other kinds. The profiler
 adds some overhead to every op, most to small ones; the shares are indicative, not exact.
@@ -34,7 +34,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rl_step import matmul_params  # noqa: E402
-from vs_trl import Clock, matmul_peak_gflops_cpu, reinforge_alone, widened_preset  # noqa: E402
+from vs_trl import Clock, computed_positions, matmul_peak_gflops_cpu, reinforge_alone, widened_preset  # noqa: E402
 
 from reinforge.learner.batch import collate  # noqa: E402
 from reinforge.rollout.episodes import rollout_groups  # noqa: E402
@@ -76,10 +76,11 @@ def measure(width: int, compiled: bool, rounds: int, top: int) -> dict:
     if top:
         print(prof.key_averages(group_by_input_shape=True).table(sort_by="self_cpu_time_total", row_limit=top))
     peak = matmul_peak_gflops_cpu()
-    flops = 6 * matmul_params(ours.model) * batch.input_ids.numel()
+    positions = computed_positions(ours.learner, batch)
+    flops = 6 * matmul_params(ours.model) * positions
     update = statistics.median(times)
     return {
-        "preset": widened_preset(width), "matmul_params": matmul_params(ours.model), "positions": batch.input_ids.numel(),
+        "preset": widened_preset(width), "matmul_params": matmul_params(ours.model), "positions": positions,
         "update_s": update, "peak": peak, "update_pct": 100 * flops / update / 1e9 / peak,
         "kinds": by_kind, "matmul_pct": 100 * flops / by_kind["matmul"] / 1e9 / peak,
     }

@@ -21,7 +21,8 @@ are printed. Each side's mean completion length is printed too (and checked: nob
 Also in the same run: the rollout against `transformers` `generate` on the same prompts (paired
 calls), and the update's share of the fp32 matmul peak (a 1024^3 fp32 matmul, same thread count,
 measured after every pair, since it moves 10-25% from moment to moment on a shared box): update FLOPs
-= 6 x matmul params x [N, T] batch positions, per CPU-second of the update, over that pair's peak.
+= 6 x matmul params x the positions the update computes (the [N, T] batch's, or its distinct tokens
+when `algo.pack_sequences` packs it), per CPU-second of the update, over that pair's peak.
 
 Needs TRL (an optional benchmark dependency, never a runtime one): `pip install -e ".[bench]"`.
 
@@ -50,6 +51,7 @@ from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.factory import build_env
 from reinforge.learner.batch import collate
+from reinforge.learner.packed_forward import plan_packing, worth_packing
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.models.loading import load_model_and_tokenizer
@@ -119,6 +121,12 @@ def reinforge_alone(width: int, compile_forward: bool, steps: int) -> tuple["Rei
         return Reinforge(tmp, cfg, env, batches, 8, 64, 0.05, compile_forward), env
 
 
+def computed_positions(learner: PolicyLearner, batch) -> int:
+    """Positions the update's forward computes: the padded batch's, or its distinct tokens when packed."""
+    packing = plan_packing(batch.input_ids, batch.attention_mask)
+    return packing.num_tokens if learner.pack and worth_packing(packing, batch.input_ids) else batch.input_ids.numel()
+
+
 class Clock:
     """CPU and wall seconds of named phases, summed until `take()`."""
 
@@ -157,7 +165,7 @@ class Reinforge:
         self.params = SamplingParams(max_new_tokens=new_tokens, temperature=1.0)  # no stop tokens
         self.engine.sync_weights(self.learner.version)
         self.step_index = 0
-        self.last_tokens = 0  # [N, T] positions of the last step's batch
+        self.last_tokens = 0  # positions the last step's update computed
         self.completion_lengths: list[int] = []
 
     def step(self, clock: Clock) -> None:
@@ -176,7 +184,7 @@ class Reinforge:
             batch.ref_logprobs = clock.timed("reference", self.reference.logprobs, batch)
         clock.timed("update", self.learner.train_step, batch, self.loss_fn)
         clock.timed("update", self.engine.sync_weights, self.learner.version)
-        self.last_tokens = batch.input_ids.numel()
+        self.last_tokens = computed_positions(self.learner, batch)
 
 
 def trl_trainer(model_dir: str, prompt_texts: list[str], args, steps: int, callback, clock: Clock, out_dir: str):
@@ -385,7 +393,7 @@ def main() -> None:
     print(
         f"update: {update_pct:.0f}% of the fp32 matmul peak (median over pairs; peak {peak:.0f} GFLOP per CPU-second, "
         f"{min(peaks):.0f}-{max(peaks):.0f} across pairs), "
-        f"{ours.last_tokens / update_cpu:.0f} positions per CPU-second ({ours.last_tokens} per step)"
+        f"{ours.last_tokens / update_cpu:.0f} positions per CPU-second ({ours.last_tokens} computed per step)"
     )
     if args.json:
         with open(args.json, "w") as f:

@@ -51,19 +51,43 @@ class _Layer:
 
 
 @dataclass
-class DecodeState:
-    """Per-row cache and bookkeeping; rows can be dropped as they finish (`keep`)."""
+class SharedPrompt:
+    """The prompt of `group_size` consecutive rows, cached once for all of them."""
 
-    keys: list[torch.Tensor]  # per layer [B, kv_heads, max_len, head_dim]
+    keys: list[torch.Tensor]  # per layer [D, kv_heads, P, head_dim], D = rows / group_size
+    values: list[torch.Tensor]
+    key_bias: torch.Tensor  # [D, 1, 1, P]: 0 on the prompt's tokens, -inf on its left pads
+    group_size: int
+
+    @property
+    def length(self) -> int:
+        return self.key_bias.shape[-1]
+
+
+@dataclass
+class DecodeState:
+    """Per-row cache and bookkeeping; rows can be dropped as they finish (`keep`).
+
+    With `shared` set, the rows' prompts sit in it, once per group, and `keys` / `values` hold
+    only the sampled tokens (slots from `shared.length` on); `key_bias` covers both."""
+
+    keys: list[torch.Tensor]  # per layer [B, kv_heads, max_len, head_dim] ([B, kv_heads, max_len - P, head_dim] when shared)
     values: list[torch.Tensor]
     key_bias: torch.Tensor  # [B, 1, 1, max_len] additive mask: 0 on real tokens (prompt and sampled), -inf on pads
     next_position: torch.Tensor  # [B] rotary position of the next token
     rope: torch.Tensor | None  # [max_len, 2 * head_dim]: cos | signed sin of every position (static RoPE only)
     length: int  # cache slots used
+    shared: SharedPrompt | None = None
 
     def keep(self, rows: torch.Tensor) -> None:
-        self.keys = [k.index_select(0, rows) for k in self.keys]
-        self.values = [v.index_select(0, rows) for v in self.values]
+        if self.shared is not None:  # the kept rows no longer come in groups: each gets its prompt back
+            groups = rows // self.shared.group_size
+            self.keys = [torch.cat([p.index_select(0, groups), k.index_select(0, rows)], dim=2) for p, k in zip(self.shared.keys, self.keys)]
+            self.values = [torch.cat([p.index_select(0, groups), v.index_select(0, rows)], dim=2) for p, v in zip(self.shared.values, self.values)]
+            self.shared = None
+        else:
+            self.keys = [k.index_select(0, rows) for k in self.keys]
+            self.values = [v.index_select(0, rows) for v in self.values]
         self.key_bias = self.key_bias.index_select(0, rows)
         self.next_position = self.next_position.index_select(0, rows)
 
@@ -166,28 +190,38 @@ class FusedLlamaDecoder:
             qk = qk * cos + torch.roll(qk, half, dims=-1) * sin
             q, k = qk[:, :heads], qk[:, heads:]
             v = qkv[:, q_size + kv_size :].view(-1, kv_heads, head_dim)
-            keys, values = state.keys[i], state.values[i]
-            if prompt is None:
-                keys[:, :, start] = k
-                values[:, :, start] = v
-                q = q.unsqueeze(2)  # [B, heads, 1, head_dim]
-                mask = state.key_bias[..., :end]
-            else:
-                keys.transpose(1, 2)[prompt.rows, prompt.cols] = k
-                values.transpose(1, 2)[prompt.rows, prompt.cols] = v
-                padded = q.new_zeros(prompt.mask.shape[0], end, heads, head_dim)
-                padded[prompt.rows, prompt.cols] = q
-                q, mask = padded.transpose(1, 2), prompt.mask
-            attn = F.scaled_dot_product_attention(
-                q, keys[:, :, :end], values[:, :, :end], attn_mask=mask, enable_gqa=kv_heads != heads
-            ).transpose(1, 2)  # [B, T, heads, head_dim]
-            attn = attn[:, 0] if prompt is None else attn[prompt.rows, prompt.cols]
+            attn = self._attention(i, q, k, v, state, prompt, start, end)  # [N, heads, head_dim]
             hidden = hidden + F.linear(attn.reshape(-1, q_size), layer.o_weight, layer.o_bias)
             x = self._rms_norm(hidden, layer.post_norm)
             gate, up = F.linear(x, layer.gate_up_weight, layer.gate_up_bias).chunk(2, dim=-1)
             hidden = hidden + F.linear(F.silu(gate).mul_(up), layer.down_weight, layer.down_bias)
         state.length = end
         return hidden if prompt is None else hidden[prompt.last]
+
+    def _attention(self, i: int, q, k, v, state: DecodeState, prompt: _Prompt | None, start: int, end: int) -> torch.Tensor:
+        """Write layer i's keys and values of the N tokens to the cache; their attention outputs [N, heads, head_dim]."""
+        keys, values = state.keys[i], state.values[i]
+        if prompt is None and state.shared is not None:
+            slot = start - state.shared.length  # sampled tokens only in the rows' own cache
+            keys[:, :, slot] = k
+            values[:, :, slot] = v
+            shared = state.shared
+            return shared_prompt_attention(q, shared.keys[i], shared.values[i], shared.key_bias, keys[:, :, : slot + 1], values[:, :, : slot + 1])
+        if prompt is None:
+            keys[:, :, start] = k
+            values[:, :, start] = v
+            q = q.unsqueeze(2)  # [B, heads, 1, head_dim]
+            mask = state.key_bias[..., :end]
+        else:
+            keys.transpose(1, 2)[prompt.rows, prompt.cols] = k
+            values.transpose(1, 2)[prompt.rows, prompt.cols] = v
+            padded = q.new_zeros(prompt.mask.shape[0], end, self.heads, self.head_dim)
+            padded[prompt.rows, prompt.cols] = q
+            q, mask = padded.transpose(1, 2), prompt.mask
+        attn = F.scaled_dot_product_attention(
+            q, keys[:, :, :end], values[:, :, :end], attn_mask=mask, enable_gqa=self.kv_heads != self.heads
+        ).transpose(1, 2)  # [B, T, heads, head_dim]
+        return attn[:, 0] if prompt is None else attn[prompt.rows, prompt.cols]
 
     def _logits(self, last_hidden: torch.Tensor) -> torch.Tensor:
         return F.linear(self._rms_norm(last_hidden, self.final_norm), self.lm_head).float()
@@ -232,6 +266,31 @@ class FusedLlamaDecoder:
         last = self._forward(input_ids[rows, cols], positions, state, prompt)
         return self._logits(last), state
 
+    def prefill_shared(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, group_size: int, max_new_tokens: int) -> tuple[torch.Tensor, DecodeState]:
+        """`prefill` of D distinct left-padded prompts [D, P] for D x `group_size` rows (row r
+        samples prompt r // group_size): each prompt is computed and cached once, and every decode
+        step reads it once per group (shared_prompt_attention). -> logits [D x group_size, V]."""
+        logits, prompts = self.prefill(input_ids, attention_mask, max_new_tokens)
+        prompt_len = input_ids.shape[1]
+        rows = input_ids.shape[0] * group_size
+        shared = SharedPrompt(
+            keys=[k[:, :, :prompt_len].contiguous() for k in prompts.keys],
+            values=[v[:, :, :prompt_len].contiguous() for v in prompts.values],
+            key_bias=prompts.key_bias[..., :prompt_len],
+            group_size=group_size,
+        )
+        shape = (rows, self.kv_heads, max_new_tokens, self.head_dim)
+        state = DecodeState(
+            keys=[torch.empty(shape, dtype=self.dtype, device=input_ids.device) for _ in self.layers],
+            values=[torch.empty(shape, dtype=self.dtype, device=input_ids.device) for _ in self.layers],
+            key_bias=prompts.key_bias.repeat_interleave(group_size, dim=0),
+            next_position=prompts.next_position.repeat_interleave(group_size),
+            rope=prompts.rope,
+            length=prompt_len,
+            shared=shared,
+        )
+        return logits.repeat_interleave(group_size, dim=0), state
+
     def step(self, tokens: torch.Tensor, state: DecodeState) -> torch.Tensor:
         """Append one token per row [B]; return next-token logits [B, V]."""
         last = self._forward(tokens, state.next_position, state, None)
@@ -243,3 +302,32 @@ def _signed_sin(sin: torch.Tensor) -> torch.Tensor:
     """sin with its first half negated: rotate_half(x) * sin == roll(x, half) * signed sin."""
     half = sin.shape[-1] // 2
     return torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
+
+
+def shared_prompt_attention(
+    q: torch.Tensor, prompt_keys: torch.Tensor, prompt_values: torch.Tensor, prompt_bias: torch.Tensor,
+    keys: torch.Tensor, values: torch.Tensor,
+) -> torch.Tensor:
+    """One decode step's attention when groups of G consecutive rows share their prompt.
+
+    q [B, heads, d]; the prompts' keys and values [D, kv_heads, P, d] with B = D x G and their
+    bias [D, 1, 1, P]; each row's sampled tokens' keys and values [B, kv_heads, S, d].
+    softmax over [prompt | sampled] scores, computed in two parts: the G rows of a group (times
+    the heads that share a kv head) form one [G x rep, d] x [d, P] matmul against their prompt, so
+    the prompt's cache is read once per group instead of once per row (the idea of Hydragen,
+    Juravsky et al. 2024, arXiv:2402.05099). Returns [B, heads, d]."""
+    rows, heads, dim = q.shape
+    groups, kv_heads, prompt_len, _ = prompt_keys.shape
+    group_size, rep = rows // groups, heads // kv_heads
+    scale = dim**-0.5
+    by_row = q.view(rows, kv_heads, rep, dim)  # [B, kv, rep, d]
+    by_group = by_row.view(groups, group_size, kv_heads, rep, dim).permute(0, 2, 1, 3, 4).reshape(groups, kv_heads, group_size * rep, dim)
+    prompt_scores = torch.matmul(by_group, prompt_keys.transpose(-1, -2)).mul_(scale).add_(prompt_bias)  # [D, kv, G x rep, P]
+    prompt_scores = prompt_scores.view(groups, kv_heads, group_size, rep, prompt_len).permute(0, 2, 1, 3, 4).reshape(rows, kv_heads, rep, prompt_len)
+    own_scores = torch.matmul(by_row, keys.transpose(-1, -2)).mul_(scale)  # [B, kv, rep, S]
+    weights = torch.cat([prompt_scores, own_scores], dim=-1).softmax(-1)
+    prompt_weights, own_weights = weights.split([prompt_len, keys.shape[2]], dim=-1)
+    prompt_weights = prompt_weights.reshape(groups, group_size, kv_heads, rep, prompt_len).permute(0, 2, 1, 3, 4).reshape(groups, kv_heads, group_size * rep, prompt_len)
+    from_prompt = torch.matmul(prompt_weights, prompt_values)  # [D, kv, G x rep, d]
+    from_prompt = from_prompt.view(groups, kv_heads, group_size, rep, dim).permute(0, 2, 1, 3, 4).reshape(rows, kv_heads, rep, dim)
+    return (from_prompt + torch.matmul(own_weights, values)).view(rows, heads, dim)

@@ -26,6 +26,10 @@ from reinforge.engines.decode_hook import DecodeCheck, DecodeHook
 from reinforge.engines.sampling import sample_next
 from reinforge.models.lora import inference_copy, is_lora_model, merged_state_dict
 
+# Prompts at least this wide are cached once per group when a group's rows come together: below
+# it, the per-row cache and one attention call per step cost less than the two-part attention.
+MIN_SHARED_PROMPT = 32
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 MAX_BATCH_SIZE = 512
 
@@ -233,14 +237,34 @@ class TorchEngine:
 
 
 def prefill_distinct(decoder, input_ids: torch.Tensor, attention_mask: torch.Tensor, steps: int):
-    """The decoder's prefill, with each distinct prompt computed once: the G rows of a group share
-    their prompt, so its keys and values are computed for one row and copied to the others (a
-    decoder that can select rows of its cache). Same logits and cache as prefilling every row."""
-    if decoder.can_drop_rows:
-        distinct, copies = torch.unique(torch.cat([input_ids, attention_mask], dim=1), dim=0, return_inverse=True)
-        if len(distinct) < len(input_ids):
-            width = input_ids.shape[1]
-            logits, state = decoder.prefill(distinct[:, :width], distinct[:, width:], steps)
-            state.keep(copies)
-            return logits[copies], state
-    return decoder.prefill(input_ids, attention_mask, steps)
+    """The decoder's prefill, with each distinct prompt computed once (a decoder that can select
+    rows of its cache). The G rows of a group share their prompt: when they come together (as
+    rollout_groups sends them) and the prompt is long, the prompt is also cached once and read once
+    per group at every decode step (FusedLlamaDecoder.prefill_shared); otherwise its keys and values
+    are copied to each row. Same logits and cache as prefilling every row, to float rounding."""
+    if not decoder.can_drop_rows:
+        return decoder.prefill(input_ids, attention_mask, steps)
+    rows = torch.cat([input_ids, attention_mask], dim=1)
+    group_size = consecutive_group_size(rows)
+    if group_size > 1 and input_ids.shape[1] >= MIN_SHARED_PROMPT:
+        return decoder.prefill_shared(input_ids[::group_size], attention_mask[::group_size], group_size, steps)
+    distinct, copies = torch.unique(rows, dim=0, return_inverse=True)
+    if len(distinct) == len(rows):
+        return decoder.prefill(input_ids, attention_mask, steps)
+    width = input_ids.shape[1]
+    logits, state = decoder.prefill(distinct[:, :width], distinct[:, width:], steps)
+    state.keep(copies)
+    return logits[copies], state
+
+
+def consecutive_group_size(rows: torch.Tensor) -> int:
+    """G when `rows` [B, ...] are runs of G equal rows (B = D x G, G > 1), else 1."""
+    same = (rows[1:] == rows[:-1]).all(dim=1)
+    if not same.any():
+        return 1
+    breaks = (~same).nonzero()
+    group_size = int(breaks[0]) + 1 if len(breaks) else len(rows)
+    if len(rows) % group_size:
+        return 1
+    expected = torch.arange(1, len(rows), device=rows.device) % group_size != 0
+    return group_size if torch.equal(same, expected) else 1

@@ -12,7 +12,7 @@ from conftest import sharpen_
 from reinforge.engines import llama_decoder
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.llama_decoder import FusedLlamaDecoder
-from reinforge.engines.torch_engine import HFDecoder, TorchEngine, prefill_distinct
+from reinforge.engines.torch_engine import MIN_SHARED_PROMPT, HFDecoder, TorchEngine, consecutive_group_size, prefill_distinct
 from float_bounds import forward_bound, logit_bound
 
 GREEDY = SamplingParams(max_new_tokens=6, temperature=0.0)
@@ -119,6 +119,64 @@ def test_a_repeated_prompt_is_prefilled_once(sharp_nano_model, arithmetic_prompt
     step_logits, expected_step = decoder.step(tokens, state), decoder.step(tokens, expected_state)
     assert (step_logits - expected_step).abs().max().item() < bound
     assert torch.equal(state.next_position, expected_state.next_position)
+
+
+def test_consecutive_group_size() -> None:
+    a, b, c = [1, 2], [3, 4], [5, 6]
+    assert consecutive_group_size(torch.tensor([a, a, a, b, b, b])) == 3
+    assert consecutive_group_size(torch.tensor([a, a, b, b, c, c])) == 2
+    assert consecutive_group_size(torch.tensor([a, a, a, a])) == 4
+    assert consecutive_group_size(torch.tensor([a, b, c])) == 1
+    assert consecutive_group_size(torch.tensor([a, a, b, b, b])) == 1  # unequal groups
+    assert consecutive_group_size(torch.tensor([a, a, b, a])) == 1
+    assert consecutive_group_size(torch.tensor([a, b, a, b])) == 1  # not together
+
+
+@pytest.mark.parametrize("kv_heads", [4, 2, 1])
+@torch.no_grad()
+def test_a_shared_prompt_cached_once_per_group_decodes_the_same(kv_heads) -> None:
+    torch.manual_seed(0)
+    model = sharpen_(LlamaForCausalLM(small_config(LlamaConfig, num_key_value_heads=kv_heads, max_position_embeddings=128))).eval()
+    decoder = FusedLlamaDecoder(model)
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(1, 64, (n,), generator=g).tolist() for n in (MIN_SHARED_PROMPT + 9, MIN_SHARED_PROMPT, MIN_SHARED_PROMPT + 3)]
+    group_size = 3
+    ids, mask = left_pad([p for p in prompts for _ in range(group_size)], pad=0)
+    shared_logits, shared = decoder.prefill_shared(ids[::group_size], mask[::group_size], group_size, 6)
+    assert shared.shared is not None and shared.shared.keys[0].shape[0] == len(prompts)
+    logits, state = decoder.prefill(ids, mask, 6)
+    bound = forward_bound(model, logits.abs().max().item())
+    assert (shared_logits - logits).abs().max().item() < bound
+    for step in range(5):
+        if step == 3:  # rows drop: the kept rows get their own copy of the prompt back
+            keep = torch.tensor([0, 4, 5, 7])
+            shared.keep(keep)
+            state.keep(keep)
+            assert shared.shared is None
+        tokens = torch.randint(1, 64, (len(shared.next_position),), generator=g)
+        shared_logits, logits = decoder.step(tokens, shared), decoder.step(tokens, state)
+        assert (shared_logits - logits).abs().max().item() < bound, f"step {step}"
+
+
+def test_the_engine_samples_the_same_with_a_shared_prompt(sharp_nano_model, arithmetic_prompts, tokenizer) -> None:
+    long_prompts = [(p * 8)[: MIN_SHARED_PROMPT + 5 + i] for i, p in enumerate(arithmetic_prompts[:3])]
+    prompts = [p for p in long_prompts for _ in range(4)]  # as rollout_groups sends them: a group at a time
+    fused = TorchEngine(sharp_nano_model, tokenizer.pad_token_id)
+    calls = []
+    decoder = fused._get_decoder()
+    prefill_shared = decoder.prefill_shared
+    decoder.prefill_shared = lambda *a: calls.append(a[2]) or prefill_shared(*a)
+    fallback = TorchEngine(sharp_nano_model, tokenizer.pad_token_id, fused=False)
+    free = fused.generate(prompts, SamplingParams(max_new_tokens=8, temperature=1.0), seed=3)
+    stop = free[0].token_ids[3]  # some rows stop early: rows are dropped mid-rollout
+    params = SamplingParams(max_new_tokens=8, temperature=1.0, stop_token_ids=(stop,))
+    a, b = fused.generate(prompts, params, seed=3), fallback.generate(prompts, params, seed=3)
+    assert calls == [4, 4]
+    assert [g.token_ids for g in a] == [g.token_ids for g in b]
+    assert any(g.finish_reason == "stop" for g in a) and any(g.finish_reason == "length" for g in a)
+    bound = logit_bound(sharp_nano_model, [p + g.token_ids for p, g in zip(prompts, a)])
+    for ga, gb in zip(a, b):
+        assert max(abs(x - y) for x, y in zip(ga.logprobs, gb.logprobs)) < bound
 
 
 def test_fused_and_hf_paths_sample_the_same_tokens(sharp_nano_model, arithmetic_prompts, tokenizer) -> None:
