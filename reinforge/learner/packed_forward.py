@@ -35,6 +35,18 @@ from reinforge.models.lora import is_lora_model
 # Packing moves every token between the packed and padded layouts once per layer (a few passes
 # over the activations): below this share of saved positions the padded forward is as fast.
 MIN_SAVED_SHARE = 0.05
+# A second attention call (with an explicit mask, slower per query than a causal one) for the
+# rows that diverge late, when their queries can start at this share of the width or later.
+MIN_QUERY_OFFSET = 0.25
+
+
+@dataclass
+class AttentionCall:
+    """Rows of the padded layout attended in one call, their queries from column `offset` on."""
+
+    source: torch.Tensor  # [R, T] index of the token in each key slot (0 on pads: never attended)
+    offset: int
+    mask: torch.Tensor | None  # [T - offset, T] causal mask of the queries from `offset` (None: is_causal)
 
 
 @dataclass
@@ -43,11 +55,9 @@ class Packing:
 
     token_ids: torch.Tensor  # [U]
     positions: torch.Tensor  # [U] position in its row (rotary)
-    rows: torch.Tensor  # [U] attention row (index into `attention_rows`) that computes it
-    cols: torch.Tensor  # [U]
-    attention_rows: torch.Tensor  # [R] batch rows that compute at least one token
     source: torch.Tensor  # [N, T] index of the token at (row, t) among the U; U on pads
-    attention_source: torch.Tensor  # [R, T] `source` of the attention rows, 0 on pads
+    calls: list[AttentionCall]
+    outputs: torch.Tensor  # [U] where each token's attention output is among the calls' outputs, in order
 
     @property
     def num_tokens(self) -> int:
@@ -64,9 +74,37 @@ def plan_packing(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Packi
     num_tokens = int(computed.sum())
     source = torch.where(valid, index.gather(0, owner), torch.full_like(index, num_tokens))
     rows, cols = computed.nonzero(as_tuple=True)
+    calls, outputs = plan_attention(rows, cols, source.masked_fill(~valid, 0), width)
+    return Packing(input_ids[computed], cols, source, calls, outputs)
+
+
+def plan_attention(rows: torch.Tensor, cols: torch.Tensor, source: torch.Tensor, width: int) -> tuple[list[AttentionCall], torch.Tensor]:
+    """The attention calls for tokens computed at (rows, cols) of the padded layout.
+
+    A row computes a suffix of its tokens (once it differs from every earlier row, it differs at
+    every later position too). Rows that share a long prefix with an earlier one (the G - 1 other
+    rows of a group) need queries only from where they diverge: they go in a second call whose
+    queries start at the earliest such column, when that saves a quarter of the queries or more."""
     attention_rows, rows = torch.unique(rows, return_inverse=True)
-    attention_source = source[attention_rows].masked_fill(~valid[attention_rows], 0)
-    return Packing(input_ids[computed], cols.clone(), rows, cols, attention_rows, source, attention_source)
+    first = torch.full((len(attention_rows),), width, device=rows.device).scatter_reduce(0, rows, cols, "amin")
+    late = first > 0
+    offset = int(first[late].min()) if late.any() else 0
+    if offset < width * MIN_QUERY_OFFSET:
+        late, offset = torch.zeros_like(late), 0
+    calls, outputs, start = [], torch.empty_like(rows), 0
+    for members, call_offset in ((~late).nonzero().squeeze(1), 0), (late.nonzero().squeeze(1), offset):
+        if not len(members):
+            continue
+        rank = torch.empty_like(first)
+        rank[members] = torch.arange(len(members), device=rows.device)
+        mine = (late[rows] if call_offset else ~late[rows])
+        queries = width - call_offset
+        outputs[mine] = start + rank[rows[mine]] * queries + cols[mine] - call_offset
+        start += len(members) * queries
+        positions = torch.arange(width, device=rows.device)
+        mask = None if call_offset == 0 else positions[None, :] <= positions[call_offset:, None]
+        calls.append(AttentionCall(source[attention_rows[members]], call_offset, mask))
+    return calls, outputs
 
 
 def first_rows_with_prefix(input_ids: torch.Tensor, valid: torch.Tensor, chunk_elements: int = 1 << 24) -> torch.Tensor:
@@ -122,19 +160,21 @@ def _attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pack
     q = q * cos + rotate_half(q) * sin  # transformers' apply_rotary_pos_emb, in this layout
     k = k * cos + rotate_half(k) * sin
     heads, kv_heads = q.shape[1], k.shape[1]
-    source = packing.attention_source  # [R, T]
-    rows, width = source.shape
 
-    def padded(t: torch.Tensor) -> torch.Tensor:  # [U, h, d] -> [R, h, T, d]
-        return t[source.flatten()].view(rows, width, *t.shape[1:]).transpose(1, 2)
+    def padded(t: torch.Tensor, source: torch.Tensor) -> torch.Tensor:  # [U, h, d] -> [R, h, T, d]
+        return t[source.flatten()].view(*source.shape, *t.shape[1:]).transpose(1, 2)
 
-    # Right padding: a real query's causal window never reaches a pad, so is_causal is the mask,
-    # and what a pad slot holds (the first token's values) is never read. A slot whose token
+    # Right padding: a real query's causal window never reaches a pad, so the causal mask is the
+    # mask, and what a pad slot holds (the first token's values) is never read. A slot whose token
     # another row computes holds that token's query too: attended, but its output is not used.
-    out = F.scaled_dot_product_attention(
-        padded(q), padded(k), padded(v), is_causal=True, scale=attn.scaling, enable_gqa=kv_heads != heads
-    )
-    out = out.transpose(1, 2)[packing.rows, packing.cols]  # [U, heads, head_dim]
+    outs = []
+    for call in packing.calls:
+        out = F.scaled_dot_product_attention(
+            padded(q, call.source[:, call.offset :]), padded(k, call.source), padded(v, call.source),
+            attn_mask=call.mask, is_causal=call.mask is None, scale=attn.scaling, enable_gqa=kv_heads != heads,
+        )
+        outs.append(out.transpose(1, 2).reshape(-1, heads, head_dim))
+    out = (outs[0] if len(outs) == 1 else torch.cat(outs))[packing.outputs]  # [U, heads, head_dim]
     return attn.o_proj(out.reshape(x.shape[0], heads * head_dim))
 
 

@@ -36,13 +36,13 @@ def right_padded(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     return ids, mask
 
 
-def grpo_rows(groups: int = 3, group_size: int = 4, seed: int = 0) -> list[list[int]]:
+def grpo_rows(groups: int = 3, group_size: int = 4, seed: int = 0, prompt_tokens: tuple[int, int] = (5, 12)) -> list[list[int]]:
     """Groups of rows that share a prompt (5-12 tokens), with completions of 1-20 tokens; two
     completions of the first group also share their first tokens, and one row repeats another."""
     g = torch.Generator().manual_seed(seed)
     rows = []
     for _ in range(groups):
-        prompt = torch.randint(1, 48, (int(torch.randint(5, 13, (), generator=g)),), generator=g).tolist()
+        prompt = torch.randint(1, 48, (int(torch.randint(prompt_tokens[0], prompt_tokens[1] + 1, (), generator=g)),), generator=g).tolist()
         for _ in range(group_size):
             rows.append(prompt + torch.randint(1, 48, (int(torch.randint(1, 21, (), generator=g)),), generator=g).tolist())
     rows[1] = rows[0][: len(rows[0]) - 1] + [7, 8, 9]
@@ -65,14 +65,17 @@ def test_plan_packing_by_hand():
         [0, 1, 2, 3, 5],
         [0, 1, 4, 6, pad],
     ]
-    assert packing.attention_rows.tolist() == [0, 1, 2, 3]  # every row computes at least one token
+    # rows 1-3 diverge from row 0 at column 2 or later: their queries start there, in a second call
+    assert [(call.source.shape[0], call.offset) for call in packing.calls] == [(1, 0), (3, 2)]
+    assert packing.calls[1].mask.tolist() == [[j <= i for j in range(5)] for i in range(2, 5)]
+    assert packing.outputs.tolist() == [0, 1, 2, 3, 5 + 0 * 3 + 0, 5 + 1 * 3 + 2, 5 + 2 * 3 + 1]
 
 
 def test_a_repeated_row_computes_nothing():
     ids, mask = right_padded([[3, 4, 5], [3, 4, 5], [3, 9]])
     packing = plan_packing(ids, mask)
     assert packing.num_tokens == 4
-    assert packing.attention_rows.tolist() == [0, 2]
+    assert [call.source.shape[0] for call in packing.calls] == [1, 1]  # row 1 attends nothing
     assert packing.source[1].tolist() == packing.source[0].tolist()
 
 
@@ -118,12 +121,15 @@ def assert_same_as_padded(model, ids, mask, temperature=1.0, gradients=True):
         assert ((grad - grads_b[name]).abs().max() / scale) < 1e-4, name
 
 
+@pytest.mark.parametrize("prompt_tokens, calls", [((2, 4), 1), ((40, 50), 2)])
 @pytest.mark.parametrize("name", list(MODELS))
-def test_same_logprobs_and_gradients_as_the_padded_forward(name):
+def test_same_logprobs_and_gradients_as_the_padded_forward(name, prompt_tokens, calls):
     model = MODELS[name]()
     assert supports(model)
-    ids, mask = right_padded(grpo_rows())
-    assert plan_packing(ids, mask).num_tokens < 0.6 * mask.sum()  # the batch shares a lot
+    ids, mask = right_padded(grpo_rows(prompt_tokens=prompt_tokens))
+    packing = plan_packing(ids, mask)
+    assert packing.num_tokens < 0.9 * mask.sum() and mask.sum() < ids.numel()  # rows share tokens, and there are pads
+    assert len(packing.calls) == calls  # long prompts: the rows that share one attend from their own tokens on
     assert_same_as_padded(model, ids, mask, temperature=0.7)
 
 
