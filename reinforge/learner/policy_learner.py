@@ -13,8 +13,8 @@ import torch
 from transformers import PreTrainedModel
 
 from reinforge.algos.types import LossNormalizer
-from reinforge.learner.batch import TrainingBatch
 from reinforge.learner import packed_forward
+from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.compiled_forward import compile_forward as compile_forward_of
 from reinforge.learner.logprobs import token_logprobs
 
