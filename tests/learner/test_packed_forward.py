@@ -185,3 +185,18 @@ def test_an_update_with_packing_matches_the_padded_one():
     for (name, a), b in zip(learners[0].model.named_parameters(), learners[1].model.parameters()):
         assert torch.allclose(a, b, atol=1e-5), name
     assert any((a - b).abs().max() > 0 for a, b in zip(start.parameters(), learners[1].model.parameters()))
+
+
+def test_the_config_switch_reaches_the_learner_and_the_reference():
+    from types import SimpleNamespace
+
+    from reinforge.config import load_config
+    from reinforge.run.pipeline import build_learner, build_reference
+
+    env = SimpleNamespace(max_turns=1)
+    for overrides, packed in (([], True), (["algo.pack_sequences=false"], False), (["algo.compile_forward=true"], False)):
+        cfg = load_config("default", ["algo.kl_coef=0.05", *overrides])
+        model = small(LlamaForCausalLM, LlamaConfig)
+        model.compile = lambda **_: None  # compile_forward compiles the padded forward: the compile itself is not under test
+        learner, _ = build_learner(cfg, model, env)
+        assert learner.pack is packed and build_reference(cfg, model).pack is packed, overrides
