@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
+from reinforge.engines.shared_prefixes import first_rows_with_prefix
+
 SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2"}
 MIN_PACKED_TOKENS = 64  # prompt batches with fewer real tokens run their pads through the matmuls too
 
@@ -98,8 +100,11 @@ class _Prompt:
 
     rows: torch.Tensor  # [N] batch row of each token
     cols: torch.Tensor  # [N] column (cache slot) of each token
-    last: torch.Tensor  # [B] index, among the N tokens, of each row's last one
+    last: torch.Tensor  # [B] index, among the N tokens, of each row's last one (or of the same token in an earlier row)
     mask: torch.Tensor  # [B, 1, T, T] bool attention mask
+    # (rows, cols) of tokens an earlier row computes, and (rows, cols) of that row's same token:
+    # their keys and values are copied from it, layer by layer
+    copies: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
 
 class FusedLlamaDecoder:
@@ -213,8 +218,11 @@ class FusedLlamaDecoder:
             q = q.unsqueeze(2)  # [B, heads, 1, head_dim]
             mask = state.key_bias[..., :end]
         else:
-            keys.transpose(1, 2)[prompt.rows, prompt.cols] = k
-            values.transpose(1, 2)[prompt.rows, prompt.cols] = v
+            for cache, new in ((keys.transpose(1, 2), k), (values.transpose(1, 2), v)):
+                cache[prompt.rows, prompt.cols] = new
+                if prompt.copies is not None:
+                    rows, cols, from_rows, from_cols = prompt.copies
+                    cache[rows, cols] = cache[from_rows, from_cols]
             padded = q.new_zeros(prompt.mask.shape[0], end, self.heads, self.head_dim)
             padded[prompt.rows, prompt.cols] = q
             q, mask = padded.transpose(1, 2), prompt.mask
@@ -254,14 +262,11 @@ class FusedLlamaDecoder:
             rope=rope,
             length=0,
         )
-        # Skip pads only when enough real tokens remain: BLAS rounds a row the same way whatever the
-        # row count except for tiny counts (other kernels), so outputs stay bit-identical either way.
-        computed = valid if valid.sum() >= MIN_PACKED_TOKENS else torch.ones_like(valid)
-        rows, cols = computed.nonzero(as_tuple=True)
         causal = torch.ones(prompt_len, prompt_len, dtype=torch.bool, device=device).tril()
         # Pad queries attend to themselves only, so no softmax row is empty (which would be NaN).
         mask = (causal & valid[:, None, :]) | torch.eye(prompt_len, dtype=torch.bool, device=device)
-        prompt = _Prompt(rows, cols, last=computed.sum(1).cumsum(0) - 1, mask=mask[:, None])
+        prompt = _plan_prompt(input_ids, valid, mask[:, None])
+        rows, cols = prompt.rows, prompt.cols
         positions = (valid.long().cumsum(1) - 1).clamp(min=0)[rows, cols]
         last = self._forward(input_ids[rows, cols], positions, state, prompt)
         return self._logits(last), state
@@ -296,6 +301,40 @@ class FusedLlamaDecoder:
         last = self._forward(tokens, state.next_position, state, None)
         state.next_position = state.next_position + 1
         return self._logits(last)
+
+
+def _plan_prompt(input_ids: torch.Tensor, valid: torch.Tensor, mask: torch.Tensor) -> _Prompt:
+    """Which tokens of left-padded prompts [B, P] the prefill computes: each real token once, in
+    the first row whose prompt starts with the same tokens up to it (a group's G rows share their
+    prompt, the rows of a multi-turn group their first turns); the other rows copy its keys and
+    values. Pads are skipped too, but only when enough real tokens remain: BLAS rounds a row the
+    same way whatever the row count except for tiny counts (other kernels), so outputs stay
+    bit-identical either way."""
+    batch, width = input_ids.shape
+    device = input_ids.device
+    start = width - valid.sum(1)  # column of each row's first real token
+    offset = torch.arange(width, device=device)
+    aligned_valid = offset[None] < valid.sum(1)[:, None]  # [B, P] by position in the prompt
+    aligned = input_ids.gather(1, (start[:, None] + offset[None]).clamp(max=width - 1))
+    owner = first_rows_with_prefix(aligned, aligned_valid)  # by position
+    at_column = (offset[None] - start[:, None]).clamp(min=0)  # position of each column's token
+    owner = owner.gather(1, at_column)  # by column (any row on pads)
+    computed = valid & (owner == torch.arange(batch, device=device)[:, None])
+    copies = None
+    if computed.sum() < MIN_PACKED_TOKENS:
+        computed, owner = (valid if valid.sum() >= MIN_PACKED_TOKENS else torch.ones_like(valid)), None
+    elif not torch.equal(computed, valid):
+        rows, cols = (valid & ~computed).nonzero(as_tuple=True)
+        from_rows = owner[rows, cols]
+        copies = (rows, cols, from_rows, start[from_rows] + cols - start[rows])
+    index = computed.flatten().cumsum(0).view(batch, width) - 1
+    rows, cols = computed.nonzero(as_tuple=True)
+    if owner is None:
+        last = index[:, -1]
+    else:  # the last column holds each row's last token; its keeper is `owner`, at the same position
+        keeper = owner[:, -1]
+        last = index[keeper, start[keeper] + width - 1 - start]
+    return _Prompt(rows, cols, last=last, mask=mask, copies=copies)
 
 
 def _signed_sin(sin: torch.Tensor) -> torch.Tensor:

@@ -171,7 +171,7 @@ class TorchEngine:
         aborted = False
         pruned = torch.zeros(batch, dtype=torch.bool, device=device)  # rows a decode_hook stopped
 
-        logits, state = prefill_distinct(decoder, input_ids, attention_mask, steps)
+        logits, state = prefill_grouped(decoder, input_ids, attention_mask, steps)
         for step in range(steps):
             if decode_hook is not None and step and step % decode_hook.every == 0:
                 live = alive.nonzero().squeeze(1)
@@ -236,25 +236,16 @@ class TorchEngine:
         ]
 
 
-def prefill_distinct(decoder, input_ids: torch.Tensor, attention_mask: torch.Tensor, steps: int):
-    """The decoder's prefill, with each distinct prompt computed once (a decoder that can select
-    rows of its cache). The G rows of a group share their prompt: when they come together (as
-    rollout_groups sends them) and the prompt is long, the prompt is also cached once and read once
-    per group at every decode step (FusedLlamaDecoder.prefill_shared); otherwise its keys and values
-    are copied to each row. Same logits and cache as prefilling every row, to float rounding."""
-    if not decoder.can_drop_rows:
-        return decoder.prefill(input_ids, attention_mask, steps)
-    rows = torch.cat([input_ids, attention_mask], dim=1)
-    group_size = consecutive_group_size(rows)
-    if group_size > 1 and input_ids.shape[1] >= MIN_SHARED_PROMPT:
-        return decoder.prefill_shared(input_ids[::group_size], attention_mask[::group_size], group_size, steps)
-    distinct, copies = torch.unique(rows, dim=0, return_inverse=True)
-    if len(distinct) == len(rows):
-        return decoder.prefill(input_ids, attention_mask, steps)
-    width = input_ids.shape[1]
-    logits, state = decoder.prefill(distinct[:, :width], distinct[:, width:], steps)
-    state.keep(copies)
-    return logits[copies], state
+def prefill_grouped(decoder, input_ids: torch.Tensor, attention_mask: torch.Tensor, steps: int):
+    """The decoder's prefill (the fused decoder computes each token that rows share once). When the
+    G rows of each group come together with one long prompt (as rollout_groups sends them), the
+    prompt is also cached once and read once per group at every decode step
+    (FusedLlamaDecoder.prefill_shared). Same logits and cache, to float rounding."""
+    if decoder.can_drop_rows and input_ids.shape[1] >= MIN_SHARED_PROMPT:
+        group_size = consecutive_group_size(torch.cat([input_ids, attention_mask], dim=1))
+        if group_size > 1:
+            return decoder.prefill_shared(input_ids[::group_size], attention_mask[::group_size], group_size, steps)
+    return decoder.prefill(input_ids, attention_mask, steps)
 
 
 def consecutive_group_size(rows: torch.Tensor) -> int:

@@ -34,6 +34,7 @@ from transformers import PreTrainedModel
 from transformers.models.llama.modeling_llama import rotate_half
 
 from reinforge.engines.llama_decoder import supports as decoder_supports
+from reinforge.engines.shared_prefixes import first_rows_with_prefix
 from reinforge.models.lora import is_lora_model
 
 # Packing moves every token between the packed and padded layouts once per layer (a few passes
@@ -109,28 +110,6 @@ def plan_attention(rows: torch.Tensor, cols: torch.Tensor, source: torch.Tensor,
         mask = None if call_offset == 0 else positions[None, :] <= positions[call_offset:, None]
         calls.append(AttentionCall(source[attention_rows[members]], call_offset, mask))
     return calls, outputs
-
-
-def first_rows_with_prefix(input_ids: torch.Tensor, valid: torch.Tensor, chunk_elements: int = 1 << 24) -> torch.Tensor:
-    """owner[i, t]: the first row j whose real tokens 0..t equal row i's ([N, T]; on pads, any row).
-
-    With lcp[i, j] the length of the common real prefix of rows i and j, owner[i, t] is the first j
-    with lcp[i, j] > t, that is the first j where the running max of lcp[i, :j+1] exceeds t: a
-    binary search in that non-decreasing row. Rows are compared pairwise in chunks of at most
-    `chunk_elements` (row, row, position) entries.
-    """
-    n, width = input_ids.shape
-    ended = torch.ones(1, 1, 1, dtype=torch.bool, device=input_ids.device).expand(-1, n, 1)
-    lcp = torch.empty(n, n, dtype=torch.long, device=input_ids.device)
-    step = max(1, chunk_elements // max(1, n * width))
-    for start in range(0, n, step):
-        rows = slice(start, start + step)
-        differs = (input_ids[rows, None] != input_ids[None]) | ~valid[rows, None] | ~valid[None]
-        differs = torch.cat([differs, ended.expand(differs.shape[0], n, 1)], dim=-1)
-        lcp[rows] = differs.int().argmax(-1)  # the first differing position (or the end)
-    reach = lcp.cummax(dim=1).values
-    positions = torch.arange(width, device=input_ids.device).expand(n, width).contiguous()
-    return torch.searchsorted(reach, positions, right=True).clamp_(max=n - 1)
 
 
 def supports(model: PreTrainedModel) -> bool:

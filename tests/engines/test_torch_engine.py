@@ -12,7 +12,8 @@ from conftest import sharpen_
 from reinforge.engines import llama_decoder
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.llama_decoder import FusedLlamaDecoder
-from reinforge.engines.torch_engine import MIN_SHARED_PROMPT, HFDecoder, TorchEngine, consecutive_group_size, prefill_distinct
+from reinforge.engines.llama_decoder import _plan_prompt
+from reinforge.engines.torch_engine import MIN_SHARED_PROMPT, HFDecoder, TorchEngine, consecutive_group_size
 from float_bounds import forward_bound, logit_bound
 
 GREEDY = SamplingParams(max_new_tokens=6, temperature=0.0)
@@ -101,24 +102,25 @@ def test_decoder_state_keep_drops_rows_without_changing_the_others(sharp_nano_mo
 
 
 @torch.no_grad()
-def test_a_repeated_prompt_is_prefilled_once(sharp_nano_model, arithmetic_prompts, tokenizer) -> None:
-    decoder = FusedLlamaDecoder(sharp_nano_model)
-    # groups of 4 rows with one prompt each, plus one prompt alone, interleaved
-    prompts = [arithmetic_prompts[0]] * 4 + [arithmetic_prompts[1]] + [arithmetic_prompts[2]] * 4
-    prompts = prompts[::2] + prompts[1::2]
+def test_tokens_that_rows_share_are_prefilled_once(sharp_nano_model, arithmetic_prompts, tokenizer) -> None:
+    a, b, c = (p * 4 for p in arithmetic_prompts[:3])  # long enough that skipping tokens pays (MIN_PACKED_TOKENS)
+    # a group that repeats one prompt, rows that share their first turn and go on differently
+    # (multi-turn), one that stops inside another's prompt, and one alone
+    prompts = [a, a, a, a + b, a + c, a + b + c, (a + b)[: len(a) + 2], c]
     ids, mask = left_pad(prompts, tokenizer.pad_token_id)
-    prefilled_rows = []
-    prefill = decoder.prefill
-    decoder.prefill = lambda i, m, n: prefilled_rows.append(len(i)) or prefill(i, m, n)
-    logits, state = prefill_distinct(decoder, ids, mask, 3)
-    assert prefilled_rows == [3]
-    expected_logits, expected_state = prefill(ids, mask, 3)
-    bound = forward_bound(sharp_nano_model, expected_logits.abs().max().item())
-    assert (logits - expected_logits).abs().max().item() < bound
+    valid = mask.bool()
+    plan = _plan_prompt(ids, valid, mask[:, None, None].bool())
+    distinct = len({tuple(p[: t + 1]) for p in prompts for t in range(len(p))})  # the prefixes' trie
+    assert len(plan.rows) == distinct < int(mask.sum())
+    decoder = FusedLlamaDecoder(sharp_nano_model)
+    logits, state = decoder.prefill(ids, mask, max_new_tokens=2)
+    reference = hf_last_logits(sharp_nano_model, prompts)
+    bound = forward_bound(sharp_nano_model, reference.abs().max().item())
+    assert (logits - reference).abs().max().item() < bound
     tokens = torch.arange(30, 30 + len(prompts))
-    step_logits, expected_step = decoder.step(tokens, state), decoder.step(tokens, expected_state)
-    assert (step_logits - expected_step).abs().max().item() < bound
-    assert torch.equal(state.next_position, expected_state.next_position)
+    step = decoder.step(tokens, state)
+    reference = hf_last_logits(sharp_nano_model, [p + [t] for p, t in zip(prompts, tokens.tolist())])
+    assert (step - reference).abs().max().item() < bound  # the copied keys and values are there
 
 
 def test_consecutive_group_size() -> None:

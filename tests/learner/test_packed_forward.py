@@ -80,7 +80,7 @@ def test_a_repeated_row_computes_nothing():
 
 
 def test_small_pairwise_chunks_give_the_same_plan():
-    from reinforge.learner.packed_forward import first_rows_with_prefix
+    from reinforge.engines.shared_prefixes import first_rows_with_prefix
 
     ids, mask = right_padded(grpo_rows())
     whole = first_rows_with_prefix(ids, mask.bool())
