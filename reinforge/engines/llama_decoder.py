@@ -5,12 +5,16 @@ dominated by per-call overhead (mask building, cache objects, output classes, ho
 matmuls. This file re-expresses the same math (RMSNorm, rotary attention with grouped KV heads,
 SwiGLU MLP) over fused weight matrices and a cache written in place, reusing the model's own
 rotary embedding so every RoPE variant it supports is computed exactly as in `transformers`.
-The learner always uses the real `transformers` forward; a test checks the two agree.
+The learner calls the model's own modules (its forward, or reinforge.learner.packed_forward); a
+test checks that the two agree.
 
 Per-step costs kept small without changing a bit of the output: rotary cos/sin tabulated once
-per batch, prompt pads kept out of the matmuls (in batches of 64+ real tokens), a float mask
-built once. Attention stays `scaled_dot_product_attention`: a hand-written batched-matmul decode
-attention was no faster on CPU and moves log-probs by float rounding.
+per batch, prompt pads and tokens that rows share kept out of the matmuls (in batches of 64+ real
+tokens; a shared token's keys and values are copied), a float mask built once. Per-row attention
+stays `scaled_dot_product_attention`: a hand-written batched-matmul decode attention was no faster
+on CPU and moves log-probs by float rounding. A long prompt that a group's rows share is cached
+once and read once per group (`prefill_shared`, `shared_prompt_attention`: batched matmuls, which
+pay there, at float rounding).
 `benchmarks/rollout_throughput.py` measures the engine against `generate`.
 """
 
@@ -211,7 +215,9 @@ class FusedLlamaDecoder:
             keys[:, :, slot] = k
             values[:, :, slot] = v
             shared = state.shared
-            return shared_prompt_attention(q, shared.keys[i], shared.values[i], shared.key_bias, keys[:, :, : slot + 1], values[:, :, : slot + 1])
+            return shared_prompt_attention(
+                q, shared.keys[i], shared.values[i], shared.key_bias, keys[:, :, : slot + 1], values[:, :, : slot + 1]
+            )
         if prompt is None:
             keys[:, :, start] = k
             values[:, :, start] = v
@@ -271,7 +277,9 @@ class FusedLlamaDecoder:
         last = self._forward(input_ids[rows, cols], positions, state, prompt)
         return self._logits(last), state
 
-    def prefill_shared(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, group_size: int, max_new_tokens: int) -> tuple[torch.Tensor, DecodeState]:
+    def prefill_shared(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, group_size: int, max_new_tokens: int
+    ) -> tuple[torch.Tensor, DecodeState]:
         """`prefill` of D distinct left-padded prompts [D, P] for D x `group_size` rows (row r
         samples prompt r // group_size): each prompt is computed and cached once, and every decode
         step reads it once per group (shared_prompt_attention). -> logits [D x group_size, V]."""
@@ -358,15 +366,18 @@ def shared_prompt_attention(
     rows, heads, dim = q.shape
     groups, kv_heads, prompt_len, _ = prompt_keys.shape
     group_size, rep = rows // groups, heads // kv_heads
-    scale = dim**-0.5
-    by_row = q.view(rows, kv_heads, rep, dim)  # [B, kv, rep, d]
-    by_group = by_row.view(groups, group_size, kv_heads, rep, dim).permute(0, 2, 1, 3, 4).reshape(groups, kv_heads, group_size * rep, dim)
-    prompt_scores = torch.matmul(by_group, prompt_keys.transpose(-1, -2)).mul_(scale).add_(prompt_bias)  # [D, kv, G x rep, P]
-    prompt_scores = prompt_scores.view(groups, kv_heads, group_size, rep, prompt_len).permute(0, 2, 1, 3, 4).reshape(rows, kv_heads, rep, prompt_len)
-    own_scores = torch.matmul(by_row, keys.transpose(-1, -2)).mul_(scale)  # [B, kv, rep, S]
-    weights = torch.cat([prompt_scores, own_scores], dim=-1).softmax(-1)
-    prompt_weights, own_weights = weights.split([prompt_len, keys.shape[2]], dim=-1)
-    prompt_weights = prompt_weights.reshape(groups, group_size, kv_heads, rep, prompt_len).permute(0, 2, 1, 3, 4).reshape(groups, kv_heads, group_size * rep, prompt_len)
-    from_prompt = torch.matmul(prompt_weights, prompt_values)  # [D, kv, G x rep, d]
-    from_prompt = from_prompt.view(groups, kv_heads, group_size, rep, dim).permute(0, 2, 1, 3, 4).reshape(rows, kv_heads, rep, dim)
+
+    def by_group(t: torch.Tensor) -> torch.Tensor:  # [B, kv, rep, X] -> [D, kv, G x rep, X]
+        t = t.reshape(groups, group_size, kv_heads, rep, t.shape[-1]).permute(0, 2, 1, 3, 4)
+        return t.reshape(groups, kv_heads, group_size * rep, t.shape[-1])
+
+    def by_row(t: torch.Tensor) -> torch.Tensor:  # [D, kv, G x rep, X] -> [B, kv, rep, X]
+        t = t.view(groups, kv_heads, group_size, rep, t.shape[-1]).permute(0, 2, 1, 3, 4)
+        return t.reshape(rows, kv_heads, rep, t.shape[-1])
+
+    q = q.view(rows, kv_heads, rep, dim) * dim**-0.5
+    prompt_scores = by_row(torch.matmul(by_group(q), prompt_keys.transpose(-1, -2)).add_(prompt_bias))  # [B, kv, rep, P]
+    own_scores = torch.matmul(q, keys.transpose(-1, -2))  # [B, kv, rep, S]
+    prompt_weights, own_weights = torch.cat([prompt_scores, own_scores], dim=-1).softmax(-1).split([prompt_len, keys.shape[2]], dim=-1)
+    from_prompt = by_row(torch.matmul(by_group(prompt_weights), prompt_values))
     return (from_prompt + torch.matmul(own_weights, values)).view(rows, heads, dim)

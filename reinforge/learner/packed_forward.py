@@ -83,7 +83,9 @@ def plan_packing(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Packi
     return Packing(input_ids[computed], cols, source, calls, outputs)
 
 
-def plan_attention(rows: torch.Tensor, cols: torch.Tensor, source: torch.Tensor, width: int) -> tuple[list[AttentionCall], torch.Tensor]:
+def plan_attention(
+    rows: torch.Tensor, cols: torch.Tensor, source: torch.Tensor, width: int
+) -> tuple[list[AttentionCall], torch.Tensor]:
     """The attention calls for tokens computed at (rows, cols) of the padded layout.
 
     A row computes a suffix of its tokens (once it differs from every earlier row, it differs at
@@ -97,16 +99,16 @@ def plan_attention(rows: torch.Tensor, cols: torch.Tensor, source: torch.Tensor,
     if offset < width * MIN_QUERY_OFFSET:
         late, offset = torch.zeros_like(late), 0
     calls, outputs, start = [], torch.empty_like(rows), 0
+    positions = torch.arange(width, device=rows.device)
     for members, call_offset in ((~late).nonzero().squeeze(1), 0), (late.nonzero().squeeze(1), offset):
         if not len(members):
             continue
         rank = torch.empty_like(first)
         rank[members] = torch.arange(len(members), device=rows.device)
-        mine = (late[rows] if call_offset else ~late[rows])
+        mine = late[rows] if call_offset else ~late[rows]
         queries = width - call_offset
         outputs[mine] = start + rank[rows[mine]] * queries + cols[mine] - call_offset
         start += len(members) * queries
-        positions = torch.arange(width, device=rows.device)
         mask = None if call_offset == 0 else positions[None, :] <= positions[call_offset:, None]
         calls.append(AttentionCall(source[attention_rows[members]], call_offset, mask))
     return calls, outputs
@@ -175,10 +177,10 @@ def packed_token_logprobs(
         logits = logits / temperature
     log_probs = logits.log_softmax(-1)  # [U, V]
     predicts = attention_mask[:, 1:].bool()  # position t predicts a real token t+1
-    source = packing.source[:, :-1][predicts]
-    chosen = log_probs.new_zeros(predicts.shape)
-    chosen = chosen.index_put((predicts.nonzero(as_tuple=True)), log_probs[source, input_ids[:, 1:][predicts]])
+    where = predicts.nonzero(as_tuple=True)
+    source = packing.source[:, :-1][where]
+    chosen = log_probs.new_zeros(predicts.shape).index_put(where, log_probs[source, input_ids[:, 1:][where]])
     with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
         per_token = -(log_probs.exp() * log_probs).sum(-1)
-        entropy = per_token.new_zeros(predicts.shape).index_put(predicts.nonzero(as_tuple=True), per_token[source])
+        entropy = per_token.new_zeros(predicts.shape).index_put(where, per_token[source])
     return chosen, entropy
