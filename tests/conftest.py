@@ -6,9 +6,12 @@ builds its own model with `build_tiny_llama`, which takes milliseconds).
 
 from __future__ import annotations
 
+import atexit
 import copy
 import os
 import random
+import shutil
+import tempfile
 
 import pytest
 import torch
@@ -23,6 +26,12 @@ torch.set_num_threads(1)
 # Offline W&B runs start a service process per run: off for the suite (the W&B sink test turns
 # it on explicitly), and inherited by the subprocesses tests start.
 os.environ.setdefault("WANDB_MODE", "disabled")
+
+# The engine's C decode attention is compiled on first use into this cache (one build per test
+# process, and the subprocesses tests start reuse it), not into the user's ~/.cache.
+_native_cache = tempfile.mkdtemp(prefix="reinforge-cache-")
+os.environ.setdefault("REINFORGE_CACHE_DIR", _native_cache)
+atexit.register(shutil.rmtree, _native_cache, ignore_errors=True)
 
 
 def arithmetic_corpus(n: int = 400, seed: int = 0) -> list[str]:

@@ -10,9 +10,9 @@ test checks that the two agree.
 
 Per-step costs kept small without changing a bit of the output: rotary cos/sin tabulated once
 per batch, prompt pads and tokens that rows share kept out of the matmuls (in batches of 64+ real
-tokens; a shared token's keys and values are copied), a float mask built once. Per-row attention
-stays `scaled_dot_product_attention`: a hand-written batched-matmul decode attention was no faster
-on CPU and moves log-probs by float rounding. A long prompt that a group's rows share is cached
+tokens; a shared token's keys and values are copied), a float mask built once. A decode step's
+attention on CPU runs in C (native_attention.py: SDPA's fixed cost per row and head is most of
+the call at these sizes), elsewhere in `scaled_dot_product_attention`. A long prompt that a group's rows share is cached
 once and read once per group (`prefill_shared`, `shared_prompt_attention`: batched matmuls, which
 pay there, at float rounding).
 `benchmarks/rollout_throughput.py` measures the engine against `generate`.
@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
+from reinforge.engines import native_attention
 from reinforge.engines.shared_prefixes import first_rows_with_prefix
 
 SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2"}
@@ -114,11 +115,16 @@ class _Prompt:
 class FusedLlamaDecoder:
     can_drop_rows = True
 
-    def __init__(self, model: PreTrainedModel, dtype: torch.dtype = torch.float32):
+    def __init__(self, model: PreTrainedModel, dtype: torch.dtype = torch.float32, decode_attention: str = "auto"):
+        """`decode_attention` (engine.decode_attention): auto, sdpa or native; whether a CPU float32
+        decode step attends in C (reinforge.engines.native_attention) or in torch's SDPA."""
         if not supports(model):
             raise ValueError(f"FusedLlamaDecoder does not support model_type={model.config.model_type!r}")
         config = model.config
         self.dtype = dtype
+        self.decode_attention = decode_attention
+        on_cpu = next(model.parameters()).device.type == "cpu"
+        self.native = on_cpu and dtype == torch.float32 and native_attention.wanted(decode_attention)
         self.heads = config.num_attention_heads
         self.kv_heads = getattr(config, "num_key_value_heads", None) or self.heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
@@ -221,6 +227,8 @@ class FusedLlamaDecoder:
         if prompt is None:
             keys[:, :, start] = k
             values[:, :, start] = v
+            if self.native and native_attention.usable(q, keys, self.decode_attention):
+                return native_attention.decode_attention(q, keys, values, state.key_bias, end)
             q = q.unsqueeze(2)  # [B, heads, 1, head_dim]
             mask = state.key_bias[..., :end]
         else:

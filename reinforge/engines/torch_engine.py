@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from reinforge.engines import llama_decoder
+from reinforge.engines import llama_decoder, native_attention
 from reinforge.engines.base import Generation, SamplingParams
 from reinforge.engines.decode_hook import DecodeCheck, DecodeHook
 from reinforge.engines.sampling import sample_next
@@ -82,7 +82,11 @@ class TorchEngine:
         dtype: str = "float32",
         max_batch_size: int = MAX_BATCH_SIZE,
         fused: bool = True,
+        decode_attention: str = "auto",
     ):
+        if decode_attention not in native_attention.MODES:
+            raise ValueError(f"decode_attention must be one of {', '.join(native_attention.MODES)}, not {decode_attention!r}")
+        self.decode_attention = decode_attention
         self.source = model  # the learner's model
         self.model = inference_copy(model) if is_lora_model(model) else model  # what samples
         self.pad_token_id = pad_token_id
@@ -101,7 +105,9 @@ class TorchEngine:
     def _get_decoder(self):
         if self._decoder is None:
             self._decoder = (
-                llama_decoder.FusedLlamaDecoder(self.model, self.dtype) if self.fused else HFDecoder(self.model)
+                llama_decoder.FusedLlamaDecoder(self.model, self.dtype, self.decode_attention)
+                if self.fused
+                else HFDecoder(self.model)
             )
         return self._decoder
 

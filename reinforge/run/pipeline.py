@@ -142,11 +142,11 @@ def build_critic(cfg: Config, model, tokenizer) -> CriticLearner | None:
 
 def build_engine(cfg: Config, model, pad_token_id: int):
     """The in-process TorchEngine, `workers.workers` Ray actors, or vLLM, behind the same Engine protocol."""
-    w = cfg.workers
-    if cfg.engine.type == "vllm":
+    w, e = cfg.workers, cfg.engine
+    if e.type == "vllm":
         from reinforge.engines.vllm_engine import VllmEngine  # vLLM is optional: imported only here
 
-        e, r = cfg.engine, cfg.rollout
+        r = cfg.rollout
         return VllmEngine(
             model, pad_token_id, dtype=r.engine_dtype, truncation=r.top_k > 0 or r.top_p < 1.0, kv_cache_gib=e.kv_cache_gib,
             startup_timeout_s=e.startup_timeout_s, timeout_s=e.timeout_s, enforce_eager=e.enforce_eager, threads=cfg.trainer.threads,
@@ -156,9 +156,9 @@ def build_engine(cfg: Config, model, pad_token_id: int):
 
         return RayEngine(
             model, pad_token_id, w.workers, dtype=cfg.rollout.engine_dtype,
-            timeout_s=w.timeout_s, address=w.address, cpus_per_worker=w.cpus_per_worker,
+            timeout_s=w.timeout_s, address=w.address, cpus_per_worker=w.cpus_per_worker, decode_attention=e.decode_attention,
         )
-    return TorchEngine(model, pad_token_id, dtype=cfg.rollout.engine_dtype)
+    return TorchEngine(model, pad_token_id, dtype=cfg.rollout.engine_dtype, decode_attention=e.decode_attention)
 
 
 def build_learner(cfg: Config, model, env):

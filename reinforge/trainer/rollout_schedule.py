@@ -175,7 +175,9 @@ def private_engine(engine: Engine, model) -> TorchEngine:
     """An engine like the loop's, over the producer's own copy of the model."""
     if not isinstance(engine, TorchEngine):
         raise TypeError(f"the async schedule samples in-process with a TorchEngine, not {type(engine).__name__}")
-    twin = TorchEngine(model, engine.pad_token_id, max_batch_size=engine.max_batch_size, fused=engine.fused)
+    twin = TorchEngine(
+        model, engine.pad_token_id, max_batch_size=engine.max_batch_size, fused=engine.fused, decode_attention=engine.decode_attention
+    )
     twin.dtype = engine.dtype
     return twin
 
