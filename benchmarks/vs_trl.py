@@ -58,6 +58,7 @@ from reinforge.models.loading import load_model_and_tokenizer
 from reinforge.models.tiny_llama import PRESETS
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.run.pipeline import build_policy
+from reinforge.run.process_settings import retain_freed_memory
 from reinforge.tasks.registry import load_tasks
 from reinforge.trainer.policy_objective import make_policy_objective
 
@@ -348,11 +349,17 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=1, help="hidden and MLP sizes as a multiple of the micro preset's")
     parser.add_argument("--compile", action="store_true", help="reinforge with algo.compile_forward (TRL stays eager, its default)")
     parser.add_argument("--generate-rounds", type=int, default=3, help="paired engine / generate calls")
+    parser.add_argument(
+        "--retain-freed-memory", action="store_true",
+        help="keep freed heap memory mapped, as `reinforge train` does by default (trainer.retain_freed_memory): a process setting, so both sides get it",
+    )
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args()
     if importlib.util.find_spec("trl") is None:
         raise SystemExit("benchmarks/vs_trl.py needs TRL, an optional benchmark dependency: pip install -e \".[bench]\"")
     torch.set_num_threads(args.threads)
+    if args.retain_freed_memory and not retain_freed_memory():
+        raise SystemExit("--retain-freed-memory: not applied (not glibc, or a MALLOC_* tunable is set)")
     warnings.filterwarnings("ignore")
     logging.getLogger("transformers").setLevel(logging.ERROR)
 

@@ -180,7 +180,7 @@ class FusedLlamaDecoder:
             cos, sin = F.embedding(positions, state.rope).unsqueeze(1).chunk(2, dim=-1)
             return cos, sin
         cos, sin = self.rotary(torch.empty(0, dtype=self.dtype, device=positions.device), positions[None])
-        return cos[0].unsqueeze(1), _signed_sin(sin[0]).unsqueeze(1)
+        return cos[0].unsqueeze(1), signed_sin(sin[0]).unsqueeze(1)
 
     def _forward(self, ids: torch.Tensor, positions: torch.Tensor, state: DecodeState, prompt: _Prompt | None) -> torch.Tensor:
         """Run tokens `ids` [N] through the layers, writing their keys and values to the cache.
@@ -260,7 +260,7 @@ class FusedLlamaDecoder:
         rope = None
         if self.static_rope:  # positions never reach max_len: a row's position is at most its slot
             cos, sin = self.rotary(torch.empty(0, dtype=self.dtype, device=device), torch.arange(max_len, device=device)[None])
-            rope = torch.cat([cos[0], _signed_sin(sin[0])], dim=-1)
+            rope = torch.cat([cos[0], signed_sin(sin[0])], dim=-1)
 
         def cache() -> torch.Tensor:
             # Pad slots are masked out, but must hold finite numbers: 0 * NaN would still be NaN.
@@ -353,7 +353,7 @@ def _plan_prompt(input_ids: torch.Tensor, valid: torch.Tensor, mask: torch.Tenso
     return _Prompt(rows, cols, last=last, mask=mask, copies=copies)
 
 
-def _signed_sin(sin: torch.Tensor) -> torch.Tensor:
+def signed_sin(sin: torch.Tensor) -> torch.Tensor:
     """sin with its first half negated: rotate_half(x) * sin == roll(x, half) * signed sin."""
     half = sin.shape[-1] // 2
     return torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)

@@ -31,9 +31,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
-from transformers.models.llama.modeling_llama import rotate_half
 
-from reinforge.engines.llama_decoder import supports as decoder_supports
+from reinforge.engines.llama_decoder import signed_sin, supports as decoder_supports
 from reinforge.engines.shared_prefixes import first_rows_with_prefix
 from reinforge.models.lora import is_lora_model
 
@@ -150,7 +149,7 @@ def packed_logits(model: PreTrainedModel, packing: Packing) -> torch.Tensor:
     inner = causal_lm.model
     hidden = inner.embed_tokens(packing.token_ids)  # [U, H]
     cos, sin = inner.rotary_emb(hidden, packing.positions[None])
-    cos, sin = cos[0].unsqueeze(1), sin[0].unsqueeze(1)  # [U, 1, head_dim]: broadcast over heads
+    cos, sin = cos[0].unsqueeze(1), signed_sin(sin[0]).unsqueeze(1)  # [U, 1, head_dim]: broadcast over heads
     for layer in inner.layers:
         hidden = hidden + _attention(layer.self_attn, layer.input_layernorm(hidden), cos, sin, packing)
         hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
@@ -163,12 +162,16 @@ def _attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pack
     q = attn.q_proj(x).view(x.shape[0], -1, head_dim)  # [U, heads, head_dim]
     k = attn.k_proj(x).view(x.shape[0], -1, head_dim)
     v = attn.v_proj(x).view(x.shape[0], -1, head_dim)
-    q = q * cos + rotate_half(q) * sin  # transformers' apply_rotary_pos_emb, in this layout
-    k = k * cos + rotate_half(k) * sin
+    # transformers' apply_rotary_pos_emb, bit for bit, in fewer ops: sin's first half is negated,
+    # so rotate_half(x) * sin == roll(x, half) * signed sin
+    half = head_dim // 2
+    q = q * cos + torch.roll(q, half, dims=-1) * sin
+    k = k * cos + torch.roll(k, half, dims=-1) * sin
     heads, kv_heads = q.shape[1], k.shape[1]
 
     def padded(t: torch.Tensor, source: torch.Tensor) -> torch.Tensor:  # [U, h, d] -> [R, h, T, d]
-        return t[source.flatten()].view(*source.shape, *t.shape[1:]).transpose(1, 2)
+        # index_select, not t[index]: 2-3x faster forward and backward on CPU (same values)
+        return t.index_select(0, source.flatten()).view(*source.shape, *t.shape[1:]).transpose(1, 2)
 
     # Right padding: a real query's causal window never reaches a pad, so the causal mask is the
     # mask, and what a pad slot holds (the first token's values) is never read. A slot whose token
@@ -180,7 +183,7 @@ def _attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pack
             attn_mask=call.mask, is_causal=call.mask is None, scale=attn.scaling, enable_gqa=kv_heads != heads,
         )
         outs.append(out.transpose(1, 2).reshape(-1, heads, head_dim))
-    out = (outs[0] if len(outs) == 1 else torch.cat(outs))[packing.outputs]  # [U, heads, head_dim]
+    out = (outs[0] if len(outs) == 1 else torch.cat(outs)).index_select(0, packing.outputs)  # [U, heads, head_dim]
     return attn.o_proj(out.reshape(x.shape[0], heads * head_dim))
 
 
