@@ -28,6 +28,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -102,25 +103,34 @@ def build(directory: Path | None = None) -> Path:
     return target
 
 
+def load() -> Callable[..., int]:
+    """The kernel, built on first use; raises NativeAttentionUnavailable (with the compiler's
+    message) where it cannot be built. Built or not, the outcome is kept for the process."""
+    function, reason = _build_and_load()
+    if function is None:
+        raise NativeAttentionUnavailable(reason)
+    return function
+
+
 @functools.cache
-def load() -> ctypes.CDLL:
-    """The kernel, built on first use (once per process; the file is reused across processes)."""
-    library = ctypes.CDLL(str(build()))
-    function = library.decode_attention
+def _build_and_load() -> tuple[Callable[..., int] | None, str]:
+    # A failure is kept too: an engine rebuilt at every weight sync must not run a failing compiler each time.
+    try:
+        function = ctypes.CDLL(str(build())).decode_attention
+    except (NativeAttentionUnavailable, OSError) as e:
+        return None, str(e)
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     function.argtypes = [ptr, i64, i64, ptr, ptr, i64, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, ctypes.c_float]
     function.restype = ctypes.c_int
-    return function
+    return function, ""
 
 
 def available() -> bool:
     """Whether the kernel builds and loads here; the reason it does not is logged once."""
-    try:
-        load()
-        return True
-    except (NativeAttentionUnavailable, OSError) as e:
-        _log_unavailable(str(e))
-        return False
+    function, reason = _build_and_load()
+    if function is None:
+        _log_unavailable(reason)
+    return function is not None
 
 
 @functools.cache

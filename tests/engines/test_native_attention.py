@@ -3,8 +3,6 @@ its fallback, and the engine sampling through it."""
 
 from __future__ import annotations
 
-import math
-import os
 
 import pytest
 import torch
@@ -92,12 +90,12 @@ def broken_compiler(monkeypatch, tmp_path):
     """A machine whose C compiler fails (`false` exits 1): a fresh cache, nothing built there."""
     monkeypatch.setenv("CC", "false")
     monkeypatch.setenv("REINFORGE_CACHE_DIR", str(tmp_path))
-    native_attention.load.cache_clear()
+    native_attention._build_and_load.cache_clear()
     yield tmp_path
-    native_attention.load.cache_clear()  # the next test loads the real build again
+    native_attention._build_and_load.cache_clear()  # the next test loads the real build again
 
 
-def test_without_a_compiler_auto_falls_back_and_native_says_why(broken_compiler, nano_model, tokenizer) -> None:
+def test_without_a_compiler_auto_falls_back_and_native_says_why(broken_compiler, monkeypatch, nano_model, tokenizer) -> None:
     assert not native_attention.available()
     assert not native_attention.wanted("auto")
     assert not native_attention.wanted("sdpa")
@@ -108,6 +106,9 @@ def test_without_a_compiler_auto_falls_back_and_native_says_why(broken_compiler,
     assert len(engine.generate([prompt], SamplingParams(max_new_tokens=3, temperature=0.0))[0].token_ids) == 3
     assert not engine._get_decoder().native
     assert list(broken_compiler.iterdir()) == []
+    # the failed build is remembered: a later engine (every weight sync makes one) does not retry it
+    monkeypatch.setenv("CC", "cc")
+    assert not native_attention.available()
 
 
 def test_no_compiler_on_path(monkeypatch) -> None:
