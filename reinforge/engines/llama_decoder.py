@@ -11,9 +11,10 @@ test checks that the two agree.
 Per-step costs kept small without changing a bit of the output: rotary cos/sin tabulated once
 per batch, prompt pads and tokens that rows share kept out of the matmuls (in batches of 64+ real
 tokens; a shared token's keys and values are copied), a float mask built once. A decode step's
-attention on CPU runs in C (native_attention.py: SDPA's fixed cost per row and head is most of
-the call at these sizes), elsewhere in `scaled_dot_product_attention`. A long prompt that a group's rows share is cached
-once and read once per group (`prefill_shared`, `shared_prompt_attention`: batched matmuls, which
+attention runs in C on CPU (native_attention.py: SDPA's fixed cost per row and head is most of
+the call at these sizes; the same attention to float rounding), elsewhere in
+`scaled_dot_product_attention`. A long prompt that a group's rows share is cached once and read
+once per group (`prefill_shared`, `shared_prompt_attention`: batched matmuls, which
 pay there, at float rounding).
 `benchmarks/rollout_throughput.py` measures the engine against `generate`.
 """

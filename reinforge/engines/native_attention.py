@@ -138,11 +138,15 @@ def _log_unavailable(reason: str) -> None:
     logger.info("decode attention runs in torch's SDPA: the C kernel is unavailable (%s)", reason)
 
 
+def check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ValueError(f"decode_attention must be one of {', '.join(MODES)}, not {mode!r}")
+
+
 def wanted(mode: str) -> bool:
     """Whether an engine with `engine.decode_attention: mode` should use the C kernel (on its CPU
     float32 decode steps); mode "native" raises when the kernel is unavailable."""
-    if mode not in MODES:
-        raise ValueError(f"decode_attention must be one of {', '.join(MODES)}, not {mode!r}")
+    check_mode(mode)
     if mode == "native":
         load()  # raises, with the compiler's message
         return True

@@ -84,8 +84,7 @@ class TorchEngine:
         fused: bool = True,
         decode_attention: str = "auto",
     ):
-        if decode_attention not in native_attention.MODES:
-            raise ValueError(f"decode_attention must be one of {', '.join(native_attention.MODES)}, not {decode_attention!r}")
+        native_attention.check_mode(decode_attention)  # here, not at the first rollout
         self.decode_attention = decode_attention
         self.source = model  # the learner's model
         self.model = inference_copy(model) if is_lora_model(model) else model  # what samples
