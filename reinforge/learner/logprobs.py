@@ -15,11 +15,13 @@ def token_logprobs(
     temperature: float = 1.0,
     entropy_grad: bool = False,
     pack: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    entropy: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log softmax(logits_t / temperature)[token_{t+1}] for right-padded rows: [N, T-1].
 
     Also returns the per-token entropy of the same distribution: detached for monitoring, or with
-    gradient when `entropy_grad` (an entropy bonus). The temperature must be the sampling
+    gradient when `entropy_grad` (an entropy bonus); None with `entropy=False` (a reference's
+    log-probs: two passes over the [positions, vocabulary] log-probs saved). The temperature must be the sampling
     temperature so these match the engine's behaviour log-probs.
     `pack` (a model `packed_forward.supports`): each distinct token is computed once, pads never,
     when that saves enough (reinforge.learner.packed_forward); positions before a pad are then 0.
@@ -27,12 +29,14 @@ def token_logprobs(
     if pack:
         packing = plan_packing(input_ids, attention_mask)
         if worth_packing(packing, input_ids):
-            return packed_token_logprobs(model, input_ids, attention_mask, packing, temperature, entropy_grad)
+            return packed_token_logprobs(model, input_ids, attention_mask, packing, temperature, entropy_grad, entropy)
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1].float()
     if temperature != 1.0:
         logits = logits / temperature
     log_probs = logits.log_softmax(-1)
     chosen = log_probs.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+    if not entropy:
+        return chosen, None
     with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-        entropy = -(log_probs.exp() * log_probs).sum(-1)
-    return chosen, entropy
+        entropies = -(log_probs.exp() * log_probs).sum(-1)
+    return chosen, entropies

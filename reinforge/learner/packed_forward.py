@@ -194,7 +194,8 @@ def packed_token_logprobs(
     packing: Packing,
     temperature: float = 1.0,
     entropy_grad: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    entropy: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`token_logprobs` (reinforge.learner.logprobs) through `packing`: [N, T-1] each."""
     logits = packed_logits(model, packing).float()
     if temperature != 1.0:
@@ -204,7 +205,9 @@ def packed_token_logprobs(
     where = predicts.nonzero(as_tuple=True)
     source = packing.source[:, :-1][where]
     chosen = log_probs.new_zeros(predicts.shape).index_put(where, log_probs[source, input_ids[:, 1:][where]])
+    if not entropy:
+        return chosen, None
     with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
         per_token = -(log_probs.exp() * log_probs).sum(-1)
-        entropy = per_token.new_zeros(predicts.shape).index_put(where, per_token[source])
-    return chosen, entropy
+        entropies = per_token.new_zeros(predicts.shape).index_put(where, per_token[source])
+    return chosen, entropies

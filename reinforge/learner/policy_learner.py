@@ -161,7 +161,7 @@ def compute_logprobs(
         rows = slice(start, start + micro_batch_size)
         input_ids, attention_mask = batch.input_ids[rows].to(device), batch.attention_mask[rows].to(device)
         with autocast():
-            lp, _ = token_logprobs(model, input_ids, attention_mask, temperature, pack=pack)
+            lp, _ = token_logprobs(model, input_ids, attention_mask, temperature, pack=pack, entropy=False)
         out[rows, : lp.shape[1]] = lp.to(out.device)
     model.train(was_training)
     return out

@@ -169,6 +169,16 @@ def test_token_logprobs_packs_only_when_it_saves():
     assert (packed[~mask[:, 1:].bool()] == 0).all()  # the packed forward ran: pads come back 0
 
 
+def test_logprobs_without_the_entropy():
+    """What a reference asks for: the same log-probs, and no entropy computed."""
+    model = small(LlamaForCausalLM, LlamaConfig)
+    ids, mask = right_padded(grpo_rows())
+    for pack in (False, True):
+        chosen, entropy = token_logprobs(model, ids, mask, pack=pack, entropy=False)
+        assert entropy is None
+        assert torch.equal(chosen, token_logprobs(model, ids, mask, pack=pack)[0])
+
+
 def test_an_update_with_packing_matches_the_padded_one():
     rows = grpo_rows()
     ids, mask = right_padded(rows)
