@@ -136,7 +136,7 @@ class EngineConfig(Section):
     )
     decode_attention: Literal["auto", "sdpa", "native"] = Field(
         "auto",
-        description="type=torch, a decode step's attention on CPU in float32: native = a C kernel compiled on first use with the machine's C compiler (about 1.2x the micro model's rollout; reinforge.engines.native_attention); sdpa = torch's scaled_dot_product_attention; auto = native on one torch thread when a compiler is there, else sdpa.",
+        description="type=torch, a decode step's attention on CPU in float32: native = a C kernel compiled on first use with the machine's C compiler (about 1.15x the micro model's rollout; reinforge.engines.native_attention); sdpa = torch's scaled_dot_product_attention; auto = native on one torch thread when a compiler is there, else sdpa.",
     )
 
 
