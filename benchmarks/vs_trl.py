@@ -27,7 +27,8 @@ when `algo.pack_sequences` packs it), per CPU-second of the update, over that pa
 Needs TRL (an optional benchmark dependency, never a runtime one): `pip install -e ".[bench]"`.
 
     python benchmarks/vs_trl.py [--tasks 8] [--group-size 8] [--kl 0.05] [--pairs 6] [--threads 1]
-                                [--width 1] [--new-tokens 64] [--prompt-tokens N] [--compile] [--json PATH]
+                                [--width 1] [--new-tokens 64] [--prompt-tokens N] [--compile]
+                                [--retain-freed-memory] [--json PATH]
 """
 
 from __future__ import annotations
