@@ -13,3 +13,14 @@ def test_every_reinforge_package_is_listed_in_pyproject() -> None:
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(init.parent.relative_to(ROOT).parts) for init in (ROOT / "reinforge").rglob("__init__.py")}
     assert found - listed == set(), f"add these to [tool.setuptools] packages in pyproject.toml: {sorted(found - listed)}"
+
+
+def test_every_c_source_is_shipped_as_package_data() -> None:
+    """The engine compiles its C kernel from the installed package (reinforge.engines.native_attention):
+    a wheel without the .c file would quietly fall back to the slower attention."""
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    for source in (ROOT / "reinforge").rglob("*.c"):
+        package = ".".join(source.parent.relative_to(ROOT).parts)
+        assert any(source.match(pattern) for pattern in package_data.get(package, [])), (
+            f"add {source.name!r} (or '*.c') to [tool.setuptools.package-data] {package!r} in pyproject.toml"
+        )
