@@ -172,11 +172,8 @@ class FusedLlamaDecoder:
         return weight * x32.to(x.dtype)
 
     def _rope(self, positions: torch.Tensor, state: DecodeState) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and signed sin for token positions [N], shaped [N, 1, head_dim] (broadcast over heads).
-
-        With the sign of the first half folded into sin, `x * cos + roll(x, half) * sin` equals
-        the usual `x * cos + rotate_half(x) * sin` bit for bit, in three ops instead of six.
-        """
+        """cos and signed sin (for `rotate`) at token positions [N], shaped [N, 1, head_dim]
+        (broadcast over heads)."""
         if state.rope is not None:
             cos, sin = F.embedding(positions, state.rope).unsqueeze(1).chunk(2, dim=-1)
             return cos, sin
@@ -193,7 +190,6 @@ class FusedLlamaDecoder:
         """
         heads, kv_heads, head_dim = self.heads, self.kv_heads, self.head_dim
         q_size, kv_size = heads * head_dim, kv_heads * head_dim
-        half = head_dim // 2
         start = state.length
         end = start + (1 if prompt is None else prompt.mask.shape[-1])
         hidden = F.embedding(ids, self.embed)
@@ -203,7 +199,7 @@ class FusedLlamaDecoder:
             qkv = F.linear(x, layer.qkv_weight, layer.qkv_bias)
             # q and k rotated together: [N, heads + kv_heads, head_dim]
             qk = qkv[:, : q_size + kv_size].view(-1, heads + kv_heads, head_dim)
-            qk = qk * cos + torch.roll(qk, half, dims=-1) * sin
+            qk = rotate(qk, cos, sin)
             q, k = qk[:, :heads], qk[:, heads:]
             v = qkv[:, q_size + kv_size :].view(-1, kv_heads, head_dim)
             attn = self._attention(i, q, k, v, state, prompt, start, end)  # [N, heads, head_dim]
@@ -358,6 +354,12 @@ def signed_sin(sin: torch.Tensor) -> torch.Tensor:
     """sin with its first half negated: rotate_half(x) * sin == roll(x, half) * signed sin."""
     half = sin.shape[-1] // 2
     return torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """transformers' apply_rotary_pos_emb of x [..., head_dim], bit for bit, given `signed_sin`:
+    x * cos + roll(x, half) * signed sin, three ops instead of rotate_half's six."""
+    return x * cos + torch.roll(x, x.shape[-1] // 2, dims=-1) * sin
 
 
 def shared_prompt_attention(

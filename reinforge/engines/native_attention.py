@@ -171,6 +171,9 @@ def decode_attention(
     -> [B, heads, d]. Every row needs one slot with bias 0 below `length`."""
     rows, heads, dim = q.shape
     kv_heads = keys.shape[1]
+    tensors = (q, keys, values, key_bias)
+    if any(t.dtype != torch.float32 or t.device.type != "cpu" for t in tensors):  # the C loop reads raw float32 memory
+        raise ValueError("decode_attention needs float32 CPU tensors")
     if keys.stride() != values.stride() or keys.shape != values.shape:
         raise ValueError("keys and values must have the same shape and strides")
     if q.stride(-1) != 1 or keys.stride(-1) != 1 or key_bias.stride(-1) != 1 or heads % kv_heads:

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
-from reinforge.engines.llama_decoder import signed_sin, supports as decoder_supports
+from reinforge.engines.llama_decoder import rotate, signed_sin, supports as decoder_supports
 from reinforge.engines.shared_prefixes import first_rows_with_prefix
 from reinforge.models.lora import is_lora_model
 
@@ -162,11 +162,7 @@ def _attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pack
     q = attn.q_proj(x).view(x.shape[0], -1, head_dim)  # [U, heads, head_dim]
     k = attn.k_proj(x).view(x.shape[0], -1, head_dim)
     v = attn.v_proj(x).view(x.shape[0], -1, head_dim)
-    # transformers' apply_rotary_pos_emb, bit for bit, in fewer ops: sin's first half is negated,
-    # so rotate_half(x) * sin == roll(x, half) * signed sin
-    half = head_dim // 2
-    q = q * cos + torch.roll(q, half, dims=-1) * sin
-    k = k * cos + torch.roll(k, half, dims=-1) * sin
+    q, k = rotate(q, cos, sin), rotate(k, cos, sin)  # sin is signed_sin
     heads, kv_heads = q.shape[1], k.shape[1]
 
     def padded(t: torch.Tensor, source: torch.Tensor) -> torch.Tensor:  # [U, h, d] -> [R, h, T, d]

@@ -75,6 +75,8 @@ def test_wrong_layouts_are_refused() -> None:
         native_attention.decode_attention(q, keys, values, key_bias, 9)
     with pytest.raises(ValueError, match="divisible"):
         native_attention.decode_attention(torch.randn(2, 3, 16), keys, values, key_bias, 4)
+    with pytest.raises(ValueError, match="float32 CPU"):
+        native_attention.decode_attention(q.double(), keys, values, key_bias, 4)
 
 
 def test_build_is_cached_by_content(tmp_path) -> None:
