@@ -49,7 +49,7 @@ _VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 def parse_variants(specs: list[str]) -> dict[str, list[str]]:
     """`--variants` values -> {name: overrides}. Each value is `NAME=KEY=VALUE;KEY=VALUE` (`NAME=`
     alone: no overrides) or the path of a YAML file mapping names to lists of `KEY=VALUE`."""
-    from reinforge.config import _load_yaml
+    from reinforge.config import load_yaml_file
 
     variants: dict[str, list[str]] = {}
 
@@ -68,7 +68,7 @@ def parse_variants(specs: list[str]) -> dict[str, list[str]]:
         if path.suffix in (".yaml", ".yml") and "=" not in spec:
             if not path.is_file():
                 raise ConfigError(f"--variants: file {path} does not exist")
-            loaded = _load_yaml(path.read_text()) or {}
+            loaded = load_yaml_file(path) or {}
             if not isinstance(loaded, dict):
                 raise ConfigError(f"--variants {path}: expected a mapping of variant name -> list of KEY=VALUE")
             for name, overrides in loaded.items():
