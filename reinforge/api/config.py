@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from reinforge.api.objects import config_name
-from reinforge.config import Config, ConfigError, apply_method_preset, apply_override, build_config
+from reinforge.config import Config, ConfigError, apply_method_preset, apply_override, build_config, deep_merge
 from reinforge.config import load_config as load_recipe
 from reinforge.import_paths import absolute_file_paths
 
@@ -45,16 +45,8 @@ def config_with(config: Config, overrides: Overrides = (), **sections: Any) -> C
     method = (top.get("algo") or {}).get("method")
     if method is not None:
         apply_method_preset(tree, method, keep_existing=False)
-    _merge(tree, top)
+    deep_merge(tree, top)
     return build_config(tree)
-
-
-def _merge(base: dict[str, Any], top: dict[str, Any]) -> None:
-    for key, value in top.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
-        else:
-            base[key] = value
 
 
 def override_items(overrides: Overrides, sections: Mapping[str, Any] | None = None) -> list[str]:

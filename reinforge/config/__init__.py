@@ -7,6 +7,7 @@ from reinforge.config.loading import (
     apply_override,
     build_config,
     load_config,
+    deep_merge,
     apply_method_preset,
     dump_config,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "apply_override",
     "build_config",
     "load_config",
+    "deep_merge",
     "apply_method_preset",
     "dump_config",
     "ConfigError",

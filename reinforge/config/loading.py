@@ -146,14 +146,15 @@ def load_config(recipe: str | None = "default", overrides: list[str] | tuple[str
         apply_method_preset(tree, method, keep_existing=False)
     elif (tree.get("algo") or {}).get("method") is not None:
         apply_method_preset(tree, tree["algo"]["method"], keep_existing=True)
-    _deep_merge(tree, command_line)
+    deep_merge(tree, command_line)
     return build_config(tree)
 
 
-def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> None:
+def deep_merge(base: dict[str, Any], top: dict[str, Any]) -> None:
+    """`top`'s keys into `base`, section by section (a later source beats an earlier one)."""
     for key, value in top.items():
         if isinstance(value, dict) and isinstance(base.get(key), dict):
-            _deep_merge(base[key], value)
+            deep_merge(base[key], value)
         else:
             base[key] = value
 
