@@ -16,6 +16,7 @@ import tempfile
 import pytest
 import torch
 
+from reinforge import native_build
 from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.models.tokenizer import train_tokenizer
 
@@ -27,11 +28,23 @@ torch.set_num_threads(1)
 # it on explicitly), and inherited by the subprocesses tests start.
 os.environ.setdefault("WANDB_MODE", "disabled")
 
-# The engine's C decode attention is compiled on first use into this cache (one build per test
+# The C kernels (decode attention, packed attention) are compiled on first use into this cache (one build per test
 # process, and the subprocesses tests start reuse it), not into the user's ~/.cache.
 _native_cache = tempfile.mkdtemp(prefix="reinforge-cache-")
 os.environ.setdefault("REINFORGE_CACHE_DIR", _native_cache)
 atexit.register(shutil.rmtree, _native_cache, ignore_errors=True)
+
+
+@pytest.fixture
+def broken_compiler(monkeypatch, tmp_path):
+    """A machine whose C compiler fails (`false` exits 1): a fresh cache, nothing built there."""
+    monkeypatch.setenv("CC", "false")
+    monkeypatch.setenv("REINFORGE_CACHE_DIR", str(tmp_path))
+    native_build.load_library.cache_clear()
+    native_build.load_function.cache_clear()
+    yield tmp_path
+    native_build.load_library.cache_clear()  # the next test loads the real builds again
+    native_build.load_function.cache_clear()
 
 
 def arithmetic_corpus(n: int = 400, seed: int = 0) -> list[str]:

@@ -8,11 +8,7 @@ registers: 1.3-3.3x SDPA's speed per call at 64-256 rows, and the `micro` model'
 (`python benchmarks/native_attention.py`). It runs on one thread: with more torch threads,
 SDPA spreads the pairs over them, so `engine.decode_attention: auto` takes C only on one.
 
-How it is built: the C compiler ($CC, else cc or gcc) with -O3 -march=native into
-$REINFORGE_CACHE_DIR (default ~/.cache/reinforge), named by a hash of the source, the flags, the
-compiler's version and the CPU's flags; a second process loads the file in milliseconds. As torch's
-own inductor does for CPU kernels, the build happens on the machine that runs it, so the code uses
-its vector units (AVX-512 or AVX2) and a shared cache of several CPU kinds keeps one file per kind.
+How it is built: by reinforge.native_build, on first use, for this machine's CPU.
 Numerics: the same softmax attention in a different summation order, with exp from a polynomial of
 relative error under 2e-7: outputs agree with SDPA to about 1e-6 (tests/engines/test_native_attention.py).
 """
@@ -21,116 +17,36 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import logging
-import os
-import platform
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+from reinforge.native_build import load_function, unavailable_reason
+
 logger = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("decode_attention.c")
-# -O3 vectorizes the loops; the relaxed-math flags let the compiler reorder the sums (what the
-# vector code needs) and keep infinities and NaNs (-inf marks masked slots), unlike -ffast-math.
-FLAGS = [
-    "-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math",
-    "-fassociative-math", "-fno-signed-zeros", "-freciprocal-math",
-]
 MODES = ("auto", "sdpa", "native")
 
 
-class NativeAttentionUnavailable(RuntimeError):
-    """The C kernel could not be built or loaded here (no compiler, or it failed)."""
-
-
-def cache_dir() -> Path:
-    configured = os.environ.get("REINFORGE_CACHE_DIR")
-    if configured:
-        return Path(configured)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "reinforge"
-
-
-def _compiler() -> str:
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not compiler:
-        raise NativeAttentionUnavailable("no C compiler found (set CC, or install gcc: apt-get install gcc)")
-    return compiler
-
-
-def _cpu_identity() -> str:
-    """The CPU's instruction-set flags: -march=native code must not be loaded on another CPU kind."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    return line
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def build(directory: Path | None = None) -> Path:
-    """The compiled library, built now unless `directory` already holds this build."""
-    compiler = _compiler()
-    try:
-        version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError) as e:
-        raise NativeAttentionUnavailable(f"the C compiler {compiler!r} does not run: {e}") from e
-    source = SOURCE.read_bytes()
-    key = hashlib.sha256(b"\0".join([source, " ".join(FLAGS).encode(), version.encode(), _cpu_identity().encode()]))
-    directory = directory or cache_dir()
-    target = directory / f"decode_attention-{key.hexdigest()[:16]}.so"
-    if target.exists():
-        return target
-    directory.mkdir(parents=True, exist_ok=True)
-    # Built under a temporary name and renamed: processes that build at once never load a half-written file.
-    fd, partial = tempfile.mkstemp(dir=directory, suffix=".so.partial")
-    os.close(fd)
-    try:
-        done = subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", partial], capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            raise NativeAttentionUnavailable(f"{compiler} failed on {SOURCE.name}:\n{done.stderr.strip()}")
-        os.replace(partial, target)
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
-    return target
+I64, PTR = ctypes.c_int64, ctypes.c_void_p
+ARGTYPES = (PTR, I64, I64, PTR, PTR, I64, I64, I64, PTR, I64, PTR, I64, I64, I64, I64, I64, ctypes.c_float)
 
 
 def load() -> Callable[..., int]:
-    """The kernel, built on first use; raises NativeAttentionUnavailable (with the compiler's
-    message) where it cannot be built. Built or not, the outcome is kept for the process."""
-    function, reason = _build_and_load()
-    if function is None:
-        raise NativeAttentionUnavailable(reason)
-    return function
-
-
-@functools.cache
-def _build_and_load() -> tuple[Callable[..., int] | None, str]:
-    # A failure is kept too: an engine rebuilt at every weight sync must not run a failing compiler each time.
-    try:
-        function = ctypes.CDLL(str(build())).decode_attention
-    except (NativeAttentionUnavailable, OSError) as e:
-        return None, str(e)
-    i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    function.argtypes = [ptr, i64, i64, ptr, ptr, i64, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, ctypes.c_float]
-    function.restype = ctypes.c_int
-    return function, ""
+    """The kernel, built on first use; raises NativeCodeUnavailable (with the compiler's message)
+    where it cannot be built. Built or not, the outcome is kept for the process."""
+    return load_function(SOURCE, "decode_attention", *ARGTYPES)
 
 
 def available() -> bool:
     """Whether the kernel builds and loads here; the reason it does not is logged once."""
-    function, reason = _build_and_load()
-    if function is None:
+    reason = unavailable_reason(SOURCE)
+    if reason is not None:
         _log_unavailable(reason)
-    return function is not None
+    return reason is None
 
 
 @functools.cache

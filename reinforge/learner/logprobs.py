@@ -16,6 +16,7 @@ def token_logprobs(
     entropy_grad: bool = False,
     pack: bool = False,
     entropy: bool = True,
+    packed_attention: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log softmax(logits_t / temperature)[token_{t+1}] for right-padded rows: [N, T-1].
 
@@ -24,12 +25,15 @@ def token_logprobs(
     log-probs: two passes over the [positions, vocabulary] log-probs saved). The temperature must be the sampling
     temperature so these match the engine's behaviour log-probs.
     `pack` (a model `packed_forward.supports`): each distinct token is computed once, pads never,
-    when that saves enough (reinforge.learner.packed_forward); positions before a pad are then 0.
+    when that saves enough (reinforge.learner.packed_forward); positions before a pad are then 0;
+    `packed_attention` says how it attends (reinforge.learner.native_packed_attention).
     """
     if pack:
         packing = plan_packing(input_ids, attention_mask)
         if worth_packing(packing, input_ids):
-            return packed_token_logprobs(model, input_ids, attention_mask, packing, temperature, entropy_grad, entropy)
+            return packed_token_logprobs(
+                model, input_ids, attention_mask, packing, temperature, entropy_grad, entropy, packed_attention
+            )
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1].float()
     if temperature != 1.0:
         logits = logits / temperature

@@ -34,6 +34,8 @@ from transformers import PreTrainedModel
 
 from reinforge.engines.llama_decoder import rotate, signed_sin, supports as decoder_supports
 from reinforge.engines.shared_prefixes import first_rows_with_prefix
+from reinforge.learner import native_packed_attention
+from reinforge.learner.native_packed_attention import RowPlan
 from reinforge.models.lora import is_lora_model
 
 # Packing moves every token between the packed and padded layouts once per layer (a few passes
@@ -62,6 +64,7 @@ class Packing:
     source: torch.Tensor  # [N, T] index of the token at (row, t) among the U; U on pads
     calls: list[AttentionCall]
     outputs: torch.Tensor  # [U] where each token's attention output is among the calls' outputs, in order
+    rows: RowPlan  # the same attention for the C kernel (reinforge.learner.native_packed_attention)
 
     @property
     def num_tokens(self) -> int:
@@ -78,14 +81,15 @@ def plan_packing(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> Packi
     num_tokens = int(computed.sum())
     source = torch.where(valid, index.gather(0, owner), torch.full_like(index, num_tokens))
     rows, cols = computed.nonzero(as_tuple=True)
-    calls, outputs = plan_attention(rows, cols, source.masked_fill(~valid, 0), width)
-    return Packing(input_ids[computed], cols, source, calls, outputs)
+    calls, outputs, row_plan = plan_attention(rows, cols, source.masked_fill(~valid, 0), width)
+    return Packing(input_ids[computed], cols, source, calls, outputs, row_plan)
 
 
 def plan_attention(
     rows: torch.Tensor, cols: torch.Tensor, source: torch.Tensor, width: int
-) -> tuple[list[AttentionCall], torch.Tensor]:
-    """The attention calls for tokens computed at (rows, cols) of the padded layout.
+) -> tuple[list[AttentionCall], torch.Tensor, RowPlan]:
+    """The attention calls for tokens computed at (rows, cols) of the padded layout, and the
+    same attention as the C kernel reads it (each row's slots, and the columns it computes).
 
     A row computes a suffix of its tokens (once it differs from every earlier row, it differs at
     every later position too). Rows that share a long prefix with an earlier one (the G - 1 other
@@ -116,7 +120,8 @@ def plan_attention(
             call_positions = positions[:call_width]
             mask = None if call_offset == 0 else call_positions[None, :] <= call_positions[call_offset:, None]
             calls.append(AttentionCall(source[attention_rows[part], :call_width], call_offset, mask))
-    return calls, outputs
+    row_plan = RowPlan(source[attention_rows, : int(lengths.max()) if len(lengths) else 0], first, lengths)
+    return calls, outputs, row_plan
 
 
 def _split_by_length(members: torch.Tensor, lengths: torch.Tensor, offset: int) -> list[torch.Tensor]:
@@ -143,27 +148,33 @@ def worth_packing(packing: Packing, input_ids: torch.Tensor) -> bool:
     return packing.num_tokens <= (1 - MIN_SAVED_SHARE) * input_ids.numel()
 
 
-def packed_logits(model: PreTrainedModel, packing: Packing) -> torch.Tensor:
-    """The model's logits [U, V] at the U distinct tokens."""
+def packed_logits(model: PreTrainedModel, packing: Packing, attention: str = "auto") -> torch.Tensor:
+    """The model's logits [U, V] at the U distinct tokens. `attention` (algo.packed_attention):
+    auto, sdpa or native (reinforge.learner.native_packed_attention)."""
     causal_lm = model.get_base_model() if is_lora_model(model) else model
     inner = causal_lm.model
     hidden = inner.embed_tokens(packing.token_ids)  # [U, H]
     cos, sin = inner.rotary_emb(hidden, packing.positions[None])
     cos, sin = cos[0].unsqueeze(1), signed_sin(sin[0]).unsqueeze(1)  # [U, 1, head_dim]: broadcast over heads
+    native = native_packed_attention.wanted(attention) and native_packed_attention.usable(hidden, attention)
     for layer in inner.layers:
-        hidden = hidden + _attention(layer.self_attn, layer.input_layernorm(hidden), cos, sin, packing)
+        hidden = hidden + _attention(layer.self_attn, layer.input_layernorm(hidden), cos, sin, packing, native)
         hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
     return causal_lm.lm_head(inner.norm(hidden))
 
 
-def _attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, packing: Packing) -> torch.Tensor:
-    """Causal self-attention of the U tokens, each over its own row's keys, in the padded layout."""
+def _attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, packing: Packing, native: bool) -> torch.Tensor:
+    """Causal self-attention of the U tokens, each over its own row's keys: in C where they are
+    (`native`), else through SDPA in the padded layout."""
     head_dim = attn.head_dim
     q = attn.q_proj(x).view(x.shape[0], -1, head_dim)  # [U, heads, head_dim]
     k = attn.k_proj(x).view(x.shape[0], -1, head_dim)
     v = attn.v_proj(x).view(x.shape[0], -1, head_dim)
     q, k = rotate(q, cos, sin), rotate(k, cos, sin)  # sin is signed_sin
     heads, kv_heads = q.shape[1], k.shape[1]
+    if native:
+        out = native_packed_attention.packed_attention(q, k, v, packing.rows, attn.scaling)
+        return attn.o_proj(out.reshape(x.shape[0], heads * head_dim))
 
     def padded(t: torch.Tensor, source: torch.Tensor) -> torch.Tensor:  # [U, h, d] -> [R, h, T, d]
         # index_select, not t[index]: 2-3x faster forward and backward on CPU (same values)
@@ -191,9 +202,10 @@ def packed_token_logprobs(
     temperature: float = 1.0,
     entropy_grad: bool = False,
     entropy: bool = True,
+    attention: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`token_logprobs` (reinforge.learner.logprobs) through `packing`: [N, T-1] each."""
-    logits = packed_logits(model, packing).float()
+    logits = packed_logits(model, packing, attention).float()
     if temperature != 1.0:
         logits = logits / temperature
     log_probs = logits.log_softmax(-1)  # [U, V]

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from reinforge import native_build
 from reinforge.engines import native_attention
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
@@ -80,28 +81,18 @@ def test_wrong_layouts_are_refused() -> None:
 
 
 def test_build_is_cached_by_content(tmp_path) -> None:
-    first = native_attention.build(tmp_path)
+    first = native_build.build(native_attention.SOURCE, tmp_path)
     built_at = first.stat().st_mtime_ns
     assert first.parent == tmp_path and first.name.startswith("decode_attention-")
-    assert native_attention.build(tmp_path) == first and first.stat().st_mtime_ns == built_at
+    assert native_build.build(native_attention.SOURCE, tmp_path) == first and first.stat().st_mtime_ns == built_at
     assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no partial file left behind
-
-
-@pytest.fixture
-def broken_compiler(monkeypatch, tmp_path):
-    """A machine whose C compiler fails (`false` exits 1): a fresh cache, nothing built there."""
-    monkeypatch.setenv("CC", "false")
-    monkeypatch.setenv("REINFORGE_CACHE_DIR", str(tmp_path))
-    native_attention._build_and_load.cache_clear()
-    yield tmp_path
-    native_attention._build_and_load.cache_clear()  # the next test loads the real build again
 
 
 def test_without_a_compiler_auto_falls_back_and_native_says_why(broken_compiler, monkeypatch, nano_model, tokenizer) -> None:
     assert not native_attention.available()
     assert not native_attention.wanted("auto")
     assert not native_attention.wanted("sdpa")
-    with pytest.raises(native_attention.NativeAttentionUnavailable, match="false failed on decode_attention.c"):
+    with pytest.raises(native_build.NativeCodeUnavailable, match="false failed on decode_attention.c"):
         native_attention.wanted("native")
     engine = TorchEngine(nano_model, tokenizer.pad_token_id)  # auto: samples through SDPA
     prompt = tokenizer("12+7=").input_ids
@@ -116,8 +107,8 @@ def test_without_a_compiler_auto_falls_back_and_native_says_why(broken_compiler,
 def test_no_compiler_on_path(monkeypatch) -> None:
     monkeypatch.delenv("CC", raising=False)
     monkeypatch.setenv("PATH", "")
-    with pytest.raises(native_attention.NativeAttentionUnavailable, match="no C compiler found"):
-        native_attention.build()
+    with pytest.raises(native_build.NativeCodeUnavailable, match="no C compiler found"):
+        native_build.build(native_attention.SOURCE)
 
 
 def test_modes_and_threads(nano_model, tokenizer) -> None:

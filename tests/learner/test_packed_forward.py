@@ -75,6 +75,10 @@ def test_plan_packing_by_hand():
     assert packing.calls[2].source.tolist() == [[0, 1, 4, 6, 0], [0, 1, 2, 3, 5]]  # rows 3, 2: by length
     # outputs in call order: row 0's 4 tokens, row 1's query, then 3 queries each for rows 3 and 2
     assert packing.outputs.tolist() == [0, 1, 2, 3, 4, 5 + 1 * 3 + 2, 5 + 0 * 3 + 1]
+    # the same attention as the C kernel reads it: each row's slots, the first slot it computes, its length
+    assert packing.rows.source.tolist() == [[0, 1, 2, 3, 0], [0, 1, 4, 0, 0], [0, 1, 2, 3, 5], [0, 1, 4, 6, 0]]
+    assert packing.rows.first.tolist() == [0, 2, 4, 3]
+    assert packing.rows.length.tolist() == [4, 3, 5, 4]
 
 
 def test_a_repeated_row_computes_nothing():

@@ -1,0 +1,163 @@
+"""The packed forward's C attention (reinforge.learner.native_packed_attention): outputs and
+gradients against a float64 attention written from its definition, the packed log-probs against
+the SDPA path, its fallback without a compiler, and the config reaching the learner."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from reinforge import native_build
+from reinforge.config import load_config
+from reinforge.learner import native_packed_attention
+from reinforge.learner.native_packed_attention import RowPlan, packed_attention
+from reinforge.learner.packed_forward import packed_token_logprobs, plan_packing
+from reinforge.learner.policy_learner import PolicyLearner
+from float_bounds import EPS32
+
+from test_packed_forward import grpo_rows, right_padded, small
+from transformers import LlamaConfig, LlamaForCausalLM
+
+
+def attention_by_definition(q, k, v, plan: RowPlan, scale: float) -> torch.Tensor:
+    """out[u, h] = softmax_s(scale q[u, h] . k[src_s]) v[src_s] over slots s <= t of the row that
+    computes u at slot t: one row, one query at a time, in float64."""
+    q, k, v = q.double(), k.double(), v.double()
+    rep = q.shape[1] // k.shape[1]
+    out = torch.zeros_like(q)
+    for r in range(plan.source.shape[0]):
+        src = plan.source[r]
+        for t in range(int(plan.first[r]), int(plan.length[r])):
+            keys = k[src[: t + 1]].repeat_interleave(rep, dim=1)  # [t + 1, heads, d]
+            values = v[src[: t + 1]].repeat_interleave(rep, dim=1)
+            weights = torch.einsum("hd,shd->hs", q[src[t]], keys).mul(scale).softmax(-1)
+            out[src[t]] = torch.einsum("hs,shd->hd", weights, values)
+    return out
+
+
+def error_bound(reference: torch.Tensor, plan: RowPlan, dim: int) -> float:
+    """float32 against float64: each output and gradient is a sum over at most `length` slots of
+    terms built from dot products of `dim` products (and exp's polynomial, 2e-7 relative), so its
+    rounding error is at most ~(2 length + dim + 2e-7 / u) u times the largest term, bounded by the
+    largest |reference| times `length` (the terms' sizes, cancellation included); x4 slack.
+    A wrong slot or head mapping errs by the size of the values themselves (~1), far above it."""
+    length = int(plan.length.max())
+    return 4 * (2 * length + dim + 2e-7 / EPS32) * EPS32 * length * reference.abs().max().item()
+
+
+def packed_case(heads: int, kv_heads: int, dim: int, seed: int = 0):
+    """q, k, v for the packing of GRPO-like rows: shared prompts, completions of 1-20 tokens, a row
+    that diverges late, and a row that repeats another (it computes nothing)."""
+    ids, mask = right_padded(grpo_rows(seed=seed))
+    packing = plan_packing(ids, mask)
+    g = torch.Generator().manual_seed(seed)
+    tokens = packing.num_tokens
+    q = torch.randn(tokens, heads, dim, generator=g)
+    k = torch.randn(tokens, kv_heads, dim, generator=g) * 2
+    v = torch.randn(tokens, kv_heads, dim, generator=g)
+    return q, k, v, packing.rows
+
+
+@pytest.mark.parametrize(
+    "heads,kv_heads,dim", [(4, 4, 32), (4, 2, 32), (8, 2, 64), (2, 1, 128), (3, 3, 17)],
+    ids=["MHA-32", "GQA-2:1", "GQA-4:1-64", "GQA-128", "odd-17"],
+)
+def test_outputs_and_gradients_match_the_definition(heads, kv_heads, dim) -> None:
+    q, k, v, plan = packed_case(heads, kv_heads, dim)
+    scale = dim**-0.5
+    ours_in = [t.clone().requires_grad_() for t in (q, k, v)]
+    ref_in = [t.double().requires_grad_() for t in (q, k, v)]
+    ours = packed_attention(*ours_in, plan, scale)
+    reference = attention_by_definition(*ref_in, plan, scale)
+    assert (ours.double() - reference).abs().max().item() <= error_bound(reference, plan, dim)
+    d_out = torch.randn(ours.shape, generator=torch.Generator().manual_seed(1))
+    ours.backward(d_out)
+    reference.backward(d_out.double())
+    for mine, theirs, name in zip(ours_in, ref_in, "qkv"):
+        gap = (mine.grad.double() - theirs.grad).abs().max().item()
+        assert gap <= error_bound(theirs.grad, plan, dim), f"d{name}: {gap}"
+        assert theirs.grad.abs().max() > 0.1  # every input has a gradient to compare
+
+
+def test_by_hand_one_row_of_two_tokens() -> None:
+    # one head of dim 1: token 1 attends to tokens 0 and 1 with scores 1 * 2 = 2 and 1 * 0 = 0
+    q = torch.tensor([[[1.0]], [[1.0]]])
+    k = torch.tensor([[[2.0]], [[0.0]]])
+    v = torch.tensor([[[3.0]], [[-1.0]]])
+    plan = RowPlan(torch.tensor([[0, 1]]), torch.tensor([0]), torch.tensor([2]))
+    out = packed_attention(q, k, v, plan, 1.0)
+    w = torch.tensor(2.0).exp() / (torch.tensor(2.0).exp() + 1)  # weight of token 0 for token 1
+    assert out[0, 0, 0].item() == pytest.approx(3.0)  # token 0 sees itself only
+    assert out[1, 0, 0].item() == pytest.approx((w * 3 + (1 - w) * -1).item(), rel=1e-6)
+
+
+def test_packed_logprobs_match_the_sdpa_path() -> None:
+    model = small(LlamaForCausalLM, LlamaConfig)
+    ids, mask = right_padded(grpo_rows())
+    packing = plan_packing(ids, mask)
+    grads = {}
+    for mode in ("sdpa", "native"):
+        model.zero_grad()
+        logprobs, _ = packed_token_logprobs(model, ids, mask, packing, attention=mode)
+        logprobs.sum().backward()
+        grads[mode] = (logprobs.detach(), [p.grad.clone() for p in model.parameters()])
+    (sdpa, sdpa_grads), (native, native_grads) = grads["sdpa"], grads["native"]
+    # log-probs of a 2-layer model over <= 32 slots: both paths sum in float32 in different orders
+    assert (sdpa - native).abs().max().item() < 1e-5
+    for a, b in zip(sdpa_grads, native_grads):
+        assert (a - b).abs().max().item() <= 1e-5 * max(a.abs().max().item(), 1.0)
+
+
+def test_refuses_bad_inputs() -> None:
+    q, k, v, plan = packed_case(4, 2, 8)
+    with pytest.raises(ValueError, match="float32 CPU"):
+        packed_attention(q.double(), k, v, plan, 1.0)
+    with pytest.raises(ValueError, match="do not fit"):
+        packed_attention(q[:, :3], k, v, plan, 1.0)  # 3 heads over 2 kv heads
+    with pytest.raises(ValueError, match="do not fit"):
+        packed_attention(q, k, v[:-1], plan, 1.0)
+    with pytest.raises(ValueError, match="one entry per row"):
+        RowPlan(plan.source, plan.first[:-1], plan.length)
+
+
+def test_modes_threads_and_dtypes() -> None:
+    with pytest.raises(ValueError, match="packed_attention must be one of auto, sdpa, native"):
+        native_packed_attention.wanted("c")
+    assert native_packed_attention.wanted("auto") and native_packed_attention.wanted("native")
+    assert not native_packed_attention.wanted("sdpa")
+    q = torch.zeros(2, 2, 4)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert not native_packed_attention.usable(q, "auto") and native_packed_attention.usable(q, "native")
+        torch.set_num_threads(1)
+        assert native_packed_attention.usable(q, "auto")
+        assert not native_packed_attention.usable(q.bfloat16(), "native")  # bf16 autocast: SDPA
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_without_a_compiler_auto_falls_back_and_native_says_why(broken_compiler) -> None:
+    model = small(LlamaForCausalLM, LlamaConfig)
+    assert not native_packed_attention.wanted("auto")
+    with pytest.raises(native_build.NativeCodeUnavailable, match="false failed on packed_attention.c"):
+        PolicyLearner(model, lr=1e-3, packed_attention="native")
+    learner = PolicyLearner(model, lr=1e-3)  # auto: SDPA
+    ids, mask = right_padded(grpo_rows())
+    logprobs, _ = packed_token_logprobs(model, ids, mask, plan_packing(ids, mask), attention=learner.packed_attention)
+    assert torch.isfinite(logprobs).all()
+    assert list(broken_compiler.iterdir()) == []
+
+
+def test_config_reaches_the_learner_and_reference() -> None:
+    from reinforge.run.pipeline import build_learner, build_reference
+
+    cfg = load_config("default", ["algo.packed_attention=sdpa", "algo.kl_coef=0.05"])
+    model = small(LlamaForCausalLM, LlamaConfig)
+    learner, _ = build_learner(cfg, model, SimpleNamespace(max_turns=1))
+    assert learner.packed_attention == "sdpa"
+    assert build_reference(cfg, model).packed_attention == "sdpa"
+    with pytest.raises(Exception, match="packed_attention"):
+        load_config("default", ["algo.packed_attention=fast"])
