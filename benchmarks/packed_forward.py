@@ -1,8 +1,9 @@
-"""The update and the reference forward with `algo.pack_sequences` on and off, on three batch shapes.
+"""The update and the reference forward padded, packed (`algo.pack_sequences`) with torch's
+kernels, and packed with the C kernels (`algo.packed_kernels`), on three batch shapes.
 
 What is measured: the default recipe's `micro` model (as `benchmarks/vs_trl.py` builds it), 8
 prompts x 8 completions, PPO-clip with KL 0.05 to a reference; `PolicyLearner.train_step` (forward,
-backward, AdamW) and the reference's no-grad log-probs, padded and packed, on the same batch in
+backward, AdamW) and the reference's no-grad log-probs, in the three variants, on the same batch in
 interleaved rounds (CPU time, median of `--rounds`), in a process set up like `reinforge train`.
 
   fixed     the vs_trl.py work: 64 forced completion tokens, the recipe's ~7-token prompts
@@ -61,24 +62,31 @@ def batch_of(shape: str, group_size: int = 8, prompts: int = 8, seed: int = 0):
     return cfg, model, collate(trajectories, advantages, tokenizer.pad_token_id)
 
 
+VARIANTS = {
+    "padded": dict(pack_sequences=False),
+    "packed": dict(pack_sequences=True, packed_kernels="torch"),
+    "packed C": dict(pack_sequences=True, packed_kernels="native"),
+}
+
+
 def measure(shape: str, rounds: int) -> dict:
     cfg, model, batch = batch_of(shape)
     loss_fn = make_policy_objective(cfg.algo)
-    learners = {pack: PolicyLearner(copy.deepcopy(model), 1e-5, pack_sequences=pack) for pack in (False, True)}
-    references = {pack: ReferenceModel(model, pack_sequences=pack) for pack in (False, True)}
-    batch.ref_logprobs = references[False].logprobs(batch)
-    times = {(kind, pack): [] for kind in ("update", "reference") for pack in (False, True)}
+    learners = {name: PolicyLearner(copy.deepcopy(model), 1e-5, **kw) for name, kw in VARIANTS.items()}
+    references = {name: ReferenceModel(model, **kw) for name, kw in VARIANTS.items()}
+    batch.ref_logprobs = references["padded"].logprobs(batch)
+    times = {(kind, name): [] for kind in ("update", "reference") for name in VARIANTS}
     for round_ in range(rounds + 1):
-        for pack in (False, True):
+        for name in VARIANTS:
             start = time.process_time()
-            learners[pack].train_step(batch, loss_fn)
+            learners[name].train_step(batch, loss_fn)
             update = time.process_time() - start
             start = time.process_time()
-            references[pack].logprobs(batch)
+            references[name].logprobs(batch)
             reference = time.process_time() - start
             if round_:  # the first round warms up
-                times["update", pack].append(update)
-                times["reference", pack].append(reference)
+                times["update", name].append(update)
+                times["reference", name].append(reference)
     median = {key: statistics.median(values) for key, values in times.items()}
     return {
         "positions": batch.input_ids.numel(), "real": int(batch.attention_mask.sum()),
@@ -93,17 +101,16 @@ def main() -> None:
     configure_process(1)
     warnings.filterwarnings("ignore")
     logging.getLogger("transformers").setLevel(logging.ERROR)
-    print("micro model, 8 x 8 completions, 1 thread, CPU-s (median of interleaved rounds)")
-    print("| batch | padded positions | real tokens | computed packed | update padded / packed | x | reference padded / packed | x |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("micro model, 8 x 8 completions, 1 thread, CPU-s (median of interleaved rounds); x: padded / packed, packed / packed C")
+    print("| batch | padded positions | real tokens | computed packed | update padded / packed / packed C | x | x | reference padded / packed / packed C | x | x |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for shape in SHAPES:
         r = measure(shape, args.rounds)
-        print(
-            f"| {shape} | {r['positions']:,} | {r['real']:,} | {r['computed']:,} | "
-            f"{r['update', False]:.3f} / {r['update', True]:.3f} | {r['update', False] / r['update', True]:.2f} | "
-            f"{r['reference', False]:.3f} / {r['reference', True]:.3f} | {r['reference', False] / r['reference', True]:.2f} |",
-            flush=True,
-        )
+        cells = []
+        for kind in ("update", "reference"):
+            padded, packed, native = (r[kind, name] for name in VARIANTS)
+            cells.append(f"{padded:.3f} / {packed:.3f} / {native:.3f} | {padded / packed:.2f} | {packed / native:.2f}")
+        print(f"| {shape} | {r['positions']:,} | {r['real']:,} | {r['computed']:,} | {' | '.join(cells)} |", flush=True)
 
 
 if __name__ == "__main__":

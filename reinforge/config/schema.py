@@ -250,9 +250,9 @@ class AlgoConfig(Section):
         True,
         description="Learner and reference forwards compute each distinct token once: no pads, and a prefix that rows share (a group's prompt) once for all of them (Prefix Grouper, Liu et al. 2025); same log-probs, gradients to float rounding. For Llama, Mistral and Qwen2 models, when it saves 5% of the positions or more; off under compile_forward. See the README, 'Benchmarks'.",
     )
-    packed_attention: Literal["auto", "sdpa", "native"] = Field(
+    packed_kernels: Literal["auto", "torch", "native"] = Field(
         "auto",
-        description="How the packed forward (pack_sequences) attends: native = a C kernel, forward and backward, reading the packed tokens where they are (compiled on first use with the machine's C compiler; the micro model's update ~1.1x and reference forward ~1.2x faster; reinforge.learner.native_packed_attention); sdpa = torch's scaled_dot_product_attention on the padded layout; auto = native on CPU float32 with one torch thread when a compiler is there, else sdpa.",
+        description="Kernels of the packed forward (pack_sequences): native = its attention, RMSNorm and SwiGLU in C, forward and backward (the attention reads the packed tokens where they are), compiled on first use with the machine's C compiler (reinforge.learner.packed_kernels); torch = torch's ops (SDPA on the padded layout, the model's own modules); auto = native on CPU float32 with one torch thread when a compiler is there, else torch. See the README, 'Benchmarks'.",
     )
 
 

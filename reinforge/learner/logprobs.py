@@ -16,7 +16,7 @@ def token_logprobs(
     entropy_grad: bool = False,
     pack: bool = False,
     entropy: bool = True,
-    packed_attention: str = "auto",
+    packed_kernels: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """log softmax(logits_t / temperature)[token_{t+1}] for right-padded rows: [N, T-1].
 
@@ -26,13 +26,13 @@ def token_logprobs(
     temperature so these match the engine's behaviour log-probs.
     `pack` (a model `packed_forward.supports`): each distinct token is computed once, pads never,
     when that saves enough (reinforge.learner.packed_forward); positions before a pad are then 0;
-    `packed_attention` says how it attends (reinforge.learner.native_packed_attention).
+    `packed_kernels`: auto, torch or native (reinforge.learner.packed_kernels).
     """
     if pack:
         packing = plan_packing(input_ids, attention_mask)
         if worth_packing(packing, input_ids):
             return packed_token_logprobs(
-                model, input_ids, attention_mask, packing, temperature, entropy_grad, entropy, packed_attention
+                model, input_ids, attention_mask, packing, temperature, entropy_grad, entropy, packed_kernels
             )
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1].float()
     if temperature != 1.0:

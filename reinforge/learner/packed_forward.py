@@ -34,7 +34,7 @@ from transformers import PreTrainedModel
 
 from reinforge.engines.llama_decoder import rotate, signed_sin, supports as decoder_supports
 from reinforge.engines.shared_prefixes import first_rows_with_prefix
-from reinforge.learner import native_packed_attention
+from reinforge.learner import native_layers, native_packed_attention, packed_kernels
 from reinforge.learner.native_packed_attention import RowPlan
 from reinforge.models.lora import is_lora_model
 
@@ -148,19 +148,35 @@ def worth_packing(packing: Packing, input_ids: torch.Tensor) -> bool:
     return packing.num_tokens <= (1 - MIN_SAVED_SHARE) * input_ids.numel()
 
 
-def packed_logits(model: PreTrainedModel, packing: Packing, attention: str = "auto") -> torch.Tensor:
-    """The model's logits [U, V] at the U distinct tokens. `attention` (algo.packed_attention):
-    auto, sdpa or native (reinforge.learner.native_packed_attention)."""
+def packed_logits(model: PreTrainedModel, packing: Packing, kernels: str = "auto") -> torch.Tensor:
+    """The model's logits [U, V] at the U distinct tokens. `kernels` (algo.packed_kernels): auto,
+    torch or native (reinforge.learner.packed_kernels)."""
     causal_lm = model.get_base_model() if is_lora_model(model) else model
     inner = causal_lm.model
     hidden = inner.embed_tokens(packing.token_ids)  # [U, H]
     cos, sin = inner.rotary_emb(hidden, packing.positions[None])
     cos, sin = cos[0].unsqueeze(1), signed_sin(sin[0]).unsqueeze(1)  # [U, 1, head_dim]: broadcast over heads
-    native = native_packed_attention.wanted(attention) and native_packed_attention.usable(hidden, attention)
+    native = packed_kernels.wanted(kernels) and packed_kernels.usable(hidden, kernels)
     for layer in inner.layers:
-        hidden = hidden + _attention(layer.self_attn, layer.input_layernorm(hidden), cos, sin, packing, native)
-        hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
-    return causal_lm.lm_head(inner.norm(hidden))
+        hidden = hidden + _attention(layer.self_attn, _norm(layer.input_layernorm, hidden, native), cos, sin, packing, native)
+        hidden = hidden + _mlp(layer.mlp, _norm(layer.post_attention_layernorm, hidden, native), native)
+    return causal_lm.lm_head(_norm(inner.norm, hidden, native))
+
+
+def _norm(norm, x: torch.Tensor, native: bool) -> torch.Tensor:
+    """The model's RMSNorm module, or its formula in C (`native`) with its weight and epsilon."""
+    eps = getattr(norm, "variance_epsilon", None)
+    if not native or eps is None:
+        return norm(x)
+    return native_layers.rms_norm(x, norm.weight, eps)
+
+
+def _mlp(mlp, x: torch.Tensor, native: bool) -> torch.Tensor:
+    """The model's SwiGLU MLP module, or its projections (the model's own modules, LoRA included)
+    around SiLU(gate) x up in C (`native`; `supports` checked the activation is SiLU)."""
+    if not native:
+        return mlp(x)
+    return mlp.down_proj(native_layers.swiglu(mlp.gate_proj(x), mlp.up_proj(x)))
 
 
 def _attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, packing: Packing, native: bool) -> torch.Tensor:
@@ -170,7 +186,8 @@ def _attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pack
     q = attn.q_proj(x).view(x.shape[0], -1, head_dim)  # [U, heads, head_dim]
     k = attn.k_proj(x).view(x.shape[0], -1, head_dim)
     v = attn.v_proj(x).view(x.shape[0], -1, head_dim)
-    q, k = rotate(q, cos, sin), rotate(k, cos, sin)  # sin is signed_sin
+    rotated = native_layers.rotary if native else rotate  # sin is signed_sin
+    q, k = rotated(q, cos, sin), rotated(k, cos, sin)
     heads, kv_heads = q.shape[1], k.shape[1]
     if native:
         out = native_packed_attention.packed_attention(q, k, v, packing.rows, attn.scaling)
@@ -202,10 +219,10 @@ def packed_token_logprobs(
     temperature: float = 1.0,
     entropy_grad: bool = False,
     entropy: bool = True,
-    attention: str = "auto",
+    kernels: str = "auto",
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`token_logprobs` (reinforge.learner.logprobs) through `packing`: [N, T-1] each."""
-    logits = packed_logits(model, packing, attention).float()
+    logits = packed_logits(model, packing, kernels).float()
     if temperature != 1.0:
         logits = logits / temperature
     log_probs = logits.log_softmax(-1)  # [U, V]

@@ -13,7 +13,8 @@ import torch
 from transformers import PreTrainedModel
 
 from reinforge.algos.types import LossNormalizer
-from reinforge.learner import native_packed_attention, packed_forward
+from reinforge.learner import packed_forward
+from reinforge.learner import packed_kernels as kernel_choice
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.compiled_forward import compile_forward as compile_forward_of
 from reinforge.learner.logprobs import token_logprobs
@@ -38,18 +39,18 @@ class PolicyLearner:
         compile_forward: bool = False,
         lr_warmup_steps: int = 0,
         pack_sequences: bool = True,
-        packed_attention: str = "auto",
+        packed_kernels: str = "auto",
     ):
         """`compile_forward`: torch.compile the model's forward in place (reinforge.learner.compiled_forward).
         `lr_warmup_steps`: the learning rate rises linearly over the first optimizer steps (see warmup_lr).
         `pack_sequences`: compute each distinct token once (reinforge.learner.packed_forward), for
         the model types it supports and without `compile_forward` (which compiles the padded forward).
-        `packed_attention`: auto, sdpa or native, how the packed forward attends
-        (reinforge.learner.native_packed_attention; native raises here where it cannot be built)."""
+        `packed_kernels`: auto, torch or native, the packed forward's kernels
+        (reinforge.learner.packed_kernels; native raises here where they cannot be built)."""
         self.model = compile_forward_of(model) if compile_forward else model
         self.pack = pack_sequences and not compile_forward and packed_forward.supports(model)
-        self.packed_attention = packed_attention
-        native_packed_attention.wanted(packed_attention)  # a bad mode, or native without a compiler, fails here
+        self.packed_kernels = packed_kernels
+        kernel_choice.wanted(packed_kernels)  # a bad mode, or native without a compiler, fails here
         self.max_response_tokens = max_response_tokens
         self.entropy_grad = entropy_grad
         self.trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapters only
@@ -98,7 +99,7 @@ class PolicyLearner:
             with self._autocast():
                 logprobs, entropy = token_logprobs(
                     self.model, micro.input_ids, micro.attention_mask, self.temperature, self.entropy_grad, self.pack,
-                    packed_attention=self.packed_attention,
+                    packed_kernels=self.packed_kernels,
                 )
             loss, metrics = loss_fn(logprobs, entropy, micro, norm)
             loss.backward()
@@ -122,7 +123,7 @@ class PolicyLearner:
     def logprobs(self, batch: TrainingBatch) -> torch.Tensor:
         """Log-probs of `batch` under the current weights, without gradients: [N, T-1]."""
         return compute_logprobs(
-            self.model, batch, self.micro_batch_size, self.temperature, self._autocast, self.pack, self.packed_attention
+            self.model, batch, self.micro_batch_size, self.temperature, self._autocast, self.pack, self.packed_kernels
         )
 
 
@@ -160,7 +161,7 @@ def autocast_on(device: torch.device, bf16: bool):
 @torch.no_grad()
 def compute_logprobs(
     model, batch: TrainingBatch, micro_batch_size: int, temperature: float, autocast=contextlib.nullcontext, pack: bool = False,
-    packed_attention: str = "auto",
+    packed_kernels: str = "auto",
 ) -> torch.Tensor:
     was_training = model.training
     model.eval()
@@ -171,7 +172,7 @@ def compute_logprobs(
         input_ids, attention_mask = batch.input_ids[rows].to(device), batch.attention_mask[rows].to(device)
         with autocast():
             lp, _ = token_logprobs(
-                model, input_ids, attention_mask, temperature, pack=pack, entropy=False, packed_attention=packed_attention
+                model, input_ids, attention_mask, temperature, pack=pack, entropy=False, packed_kernels=packed_kernels
             )
         out[rows, : lp.shape[1]] = lp.to(out.device)
     model.train(was_training)

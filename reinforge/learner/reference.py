@@ -13,7 +13,8 @@ import copy
 import torch
 from transformers import PreTrainedModel
 
-from reinforge.learner import native_packed_attention, packed_forward
+from reinforge.learner import packed_forward
+from reinforge.learner import packed_kernels as kernel_choice
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.compiled_forward import compile_forward
 from reinforge.learner.policy_learner import compute_logprobs
@@ -24,15 +25,15 @@ class ReferenceModel:
     def __init__(
         self, model: PreTrainedModel, micro_batch_size: int = 64, temperature: float = 1.0, compile_forward: bool = False,
         pack_sequences: bool = True,
-        packed_attention: str = "auto",
+        packed_kernels: str = "auto",
     ):
         """`compile_forward`: torch.compile the frozen copy's forward (reinforge.learner.compiled_forward).
-        `pack_sequences`, `packed_attention`: as the policy learner's (reinforge.learner.packed_forward)."""
+        `pack_sequences`, `packed_kernels`: as the policy learner's (reinforge.learner.packed_forward)."""
         self.micro_batch_size = micro_batch_size
         self.compile_forward = compile_forward
         self.pack = pack_sequences and not compile_forward and packed_forward.supports(model)
-        self.packed_attention = packed_attention
-        native_packed_attention.wanted(packed_attention)  # fails here, not at the first step
+        self.packed_kernels = packed_kernels
+        kernel_choice.wanted(packed_kernels)  # fails here, not at the first step
         self.temperature = temperature
         self.adapters_off = is_lora_model(model)  # the base of the policy's adapters, not a copy
         if self.adapters_off:
@@ -56,7 +57,7 @@ class ReferenceModel:
     def logprobs(self, batch: TrainingBatch) -> torch.Tensor:
         with self.model.disable_adapter() if self.adapters_off else contextlib.nullcontext():
             return compute_logprobs(
-                self.model, batch, self.micro_batch_size, self.temperature, pack=self.pack, packed_attention=self.packed_attention
+                self.model, batch, self.micro_batch_size, self.temperature, pack=self.pack, packed_kernels=self.packed_kernels
             )
 
     def state_dict(self) -> dict[str, torch.Tensor] | None:

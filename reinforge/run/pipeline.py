@@ -124,7 +124,7 @@ def build_reference(cfg: Config, model) -> ReferenceModel | None:
     needed = cfg.algo.kl_coef > 0 or cfg.algo.ace_alpha > 0
     a = cfg.algo
     return (
-        ReferenceModel(model, a.micro_batch_size, cfg.rollout.temperature, a.compile_forward, a.pack_sequences, a.packed_attention)
+        ReferenceModel(model, a.micro_batch_size, cfg.rollout.temperature, a.compile_forward, a.pack_sequences, a.packed_kernels)
         if needed
         else None
     )
@@ -173,7 +173,7 @@ def build_learner(cfg: Config, model, env):
         bf16_autocast=a.bf16_autocast, temperature=cfg.rollout.temperature,
         max_response_tokens=cfg.rollout.max_new_tokens * env.max_turns, entropy_grad=a.entropy_coef > 0,
         compile_forward=a.compile_forward, lr_warmup_steps=a.lr_warmup_steps, pack_sequences=a.pack_sequences,
-        packed_attention=a.packed_attention,
+        packed_kernels=a.packed_kernels,
     )
     if cfg.workers.learners == 1:
         return PolicyLearner(model, **kwargs), None

@@ -11,7 +11,7 @@ import torch
 
 from reinforge import native_build
 from reinforge.config import load_config
-from reinforge.learner import native_packed_attention
+from reinforge.learner import packed_kernels
 from reinforge.learner.native_packed_attention import RowPlan, packed_attention
 from reinforge.learner.packed_forward import packed_token_logprobs, plan_packing
 from reinforge.learner.policy_learner import PolicyLearner
@@ -98,12 +98,12 @@ def test_packed_logprobs_match_the_sdpa_path() -> None:
     ids, mask = right_padded(grpo_rows())
     packing = plan_packing(ids, mask)
     grads = {}
-    for mode in ("sdpa", "native"):
+    for mode in ("torch", "native"):
         model.zero_grad()
-        logprobs, _ = packed_token_logprobs(model, ids, mask, packing, attention=mode)
+        logprobs, _ = packed_token_logprobs(model, ids, mask, packing, kernels=mode)
         logprobs.sum().backward()
         grads[mode] = (logprobs.detach(), [p.grad.clone() for p in model.parameters()])
-    (sdpa, sdpa_grads), (native, native_grads) = grads["sdpa"], grads["native"]
+    (sdpa, sdpa_grads), (native, native_grads) = grads["torch"], grads["native"]
     # log-probs of a 2-layer model over <= 32 slots: both paths sum in float32 in different orders
     assert (sdpa - native).abs().max().item() < 1e-5
     for a, b in zip(sdpa_grads, native_grads):
@@ -123,30 +123,30 @@ def test_refuses_bad_inputs() -> None:
 
 
 def test_modes_threads_and_dtypes() -> None:
-    with pytest.raises(ValueError, match="packed_attention must be one of auto, sdpa, native"):
-        native_packed_attention.wanted("c")
-    assert native_packed_attention.wanted("auto") and native_packed_attention.wanted("native")
-    assert not native_packed_attention.wanted("sdpa")
+    with pytest.raises(ValueError, match="packed_kernels must be one of auto, torch, native"):
+        packed_kernels.wanted("c")
+    assert packed_kernels.wanted("auto") and packed_kernels.wanted("native")
+    assert not packed_kernels.wanted("torch")
     q = torch.zeros(2, 2, 4)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        assert not native_packed_attention.usable(q, "auto") and native_packed_attention.usable(q, "native")
+        assert not packed_kernels.usable(q, "auto") and packed_kernels.usable(q, "native")
         torch.set_num_threads(1)
-        assert native_packed_attention.usable(q, "auto")
-        assert not native_packed_attention.usable(q.bfloat16(), "native")  # bf16 autocast: SDPA
+        assert packed_kernels.usable(q, "auto")
+        assert not packed_kernels.usable(q.bfloat16(), "native")  # bf16 autocast: SDPA
     finally:
         torch.set_num_threads(threads)
 
 
 def test_without_a_compiler_auto_falls_back_and_native_says_why(broken_compiler) -> None:
     model = small(LlamaForCausalLM, LlamaConfig)
-    assert not native_packed_attention.wanted("auto")
+    assert not packed_kernels.wanted("auto")
     with pytest.raises(native_build.NativeCodeUnavailable, match="false failed on packed_attention.c"):
-        PolicyLearner(model, lr=1e-3, packed_attention="native")
+        PolicyLearner(model, lr=1e-3, packed_kernels="native")
     learner = PolicyLearner(model, lr=1e-3)  # auto: SDPA
     ids, mask = right_padded(grpo_rows())
-    logprobs, _ = packed_token_logprobs(model, ids, mask, plan_packing(ids, mask), attention=learner.packed_attention)
+    logprobs, _ = packed_token_logprobs(model, ids, mask, plan_packing(ids, mask), kernels=learner.packed_kernels)
     assert torch.isfinite(logprobs).all()
     assert list(broken_compiler.iterdir()) == []
 
@@ -154,10 +154,10 @@ def test_without_a_compiler_auto_falls_back_and_native_says_why(broken_compiler)
 def test_config_reaches_the_learner_and_reference() -> None:
     from reinforge.run.pipeline import build_learner, build_reference
 
-    cfg = load_config("default", ["algo.packed_attention=sdpa", "algo.kl_coef=0.05"])
+    cfg = load_config("default", ["algo.packed_kernels=torch", "algo.kl_coef=0.05"])
     model = small(LlamaForCausalLM, LlamaConfig)
     learner, _ = build_learner(cfg, model, SimpleNamespace(max_turns=1))
-    assert learner.packed_attention == "sdpa"
-    assert build_reference(cfg, model).packed_attention == "sdpa"
-    with pytest.raises(Exception, match="packed_attention"):
-        load_config("default", ["algo.packed_attention=fast"])
+    assert learner.packed_kernels == "torch"
+    assert build_reference(cfg, model).packed_kernels == "torch"
+    with pytest.raises(Exception, match="packed_kernels"):
+        load_config("default", ["algo.packed_kernels=fast"])

@@ -1,0 +1,131 @@
+"""RMSNorm, SwiGLU and rotary embedding of the packed forward in C (layer_kernels.c), forward
+and backward.
+
+Why: in eager PyTorch each of them is several elementwise ops, and each op reads and writes the
+whole activation again, in forward and again in backward: transformers' RMSNorm is six ops
+(pow, mean, add, rsqrt, two muls), SiLU x up two forward and three backward, over [tokens, 4 x
+hidden] tensors that do not fit in the cache, and the rotary embedding four (two muls, a roll, an add). On a CPU, where the update of a small model is bound
+by memory traffic around its matmuls, that is a large part of it. Here each is one pass forward
+and one backward. The projections stay the model's own modules (LoRA adapters work); only the
+norm's formula and the activation between the projections are computed here, for the model types
+the packed forward supports (RMSNorm with `weight` and `variance_epsilon`, SiLU).
+
+Used by reinforge.learner.packed_forward when `algo.packed_kernels` takes the C kernels
+(reinforge.learner.native_packed_attention.wanted); built by reinforge.native_build.
+Numerics: the same formulas summed in another order, sigmoid from a polynomial exp of relative
+error under 2e-7: agree with torch to about 1e-6 (tests/learner/test_native_layers.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import torch
+
+from reinforge.native_build import load_function
+
+SOURCE = Path(__file__).with_name("layer_kernels.c")
+I64, PTR, F32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
+SIGNATURES = {
+    "rms_norm_forward": (PTR, PTR, PTR, PTR, I64, I64, F32),
+    "rms_norm_backward": (PTR, PTR, PTR, PTR, PTR, PTR, I64, I64),
+    "swiglu_forward": (PTR, PTR, PTR, I64),
+    "swiglu_backward": (PTR, PTR, PTR, PTR, PTR, I64),
+    "rotary": (PTR, PTR, PTR, PTR, I64, I64, I64, ctypes.c_int),
+}
+
+
+def _call(name: str, *args) -> None:
+    if load_function(SOURCE, name, *SIGNATURES[name])(*args):
+        raise MemoryError(f"{name}: out of memory for its scratch buffer")
+
+
+def _float32_cpu(*tensors: torch.Tensor) -> None:
+    if any(t.dtype != torch.float32 or t.device.type != "cpu" for t in tensors):  # the C loops read raw float32 memory
+        raise ValueError("the C layer kernels need float32 CPU tensors")
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """weight * x / sqrt(mean(x^2, last dim) + eps): x [..., H], weight [H]; differentiable in both."""
+    _float32_cpu(x, weight)
+    if weight.shape != x.shape[-1:]:
+        raise ValueError(f"rms_norm: weight {tuple(weight.shape)} does not fit x {tuple(x.shape)}")
+    return _RMSNorm.apply(x, weight, eps)
+
+
+def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up, elementwise; differentiable in both."""
+    _float32_cpu(gate, up)
+    if gate.shape != up.shape:
+        raise ValueError(f"swiglu: gate {tuple(gate.shape)} and up {tuple(up.shape)} differ")
+    return _SwiGLU.apply(gate, up)
+
+
+def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [T, heads, d] rotated by position: x cos + roll(x, d/2) sin, with cos and the signed sin
+    (reinforge.engines.llama_decoder.signed_sin) [T, 1, d] or [T, d]; differentiable in x."""
+    _float32_cpu(x, cos, sin)
+    tokens, _, dim = x.shape
+    cos, sin = cos.reshape(tokens, -1), sin.reshape(tokens, -1)
+    if cos.shape != (tokens, dim) or sin.shape != (tokens, dim) or dim % 2:
+        raise ValueError(f"rotary: x {tuple(x.shape)} needs an even head size and cos, sin of [{tokens}, {dim}]")
+    return _Rotary.apply(x, cos.contiguous(), sin.contiguous())
+
+
+class _RMSNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, eps: float):
+        x, weight = x.contiguous(), weight.contiguous()
+        hidden = x.shape[-1]
+        rows = x.numel() // hidden
+        y = torch.empty_like(x)
+        inv_rms = x.new_empty(rows)
+        _call("rms_norm_forward", x.data_ptr(), weight.data_ptr(), y.data_ptr(), inv_rms.data_ptr(), rows, hidden, eps)
+        ctx.save_for_backward(x, weight, inv_rms)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, weight, inv_rms = ctx.saved_tensors
+        dy = dy.contiguous()
+        dx, dw = torch.empty_like(x), torch.empty_like(weight)
+        _call("rms_norm_backward", x.data_ptr(), weight.data_ptr(), inv_rms.data_ptr(), dy.data_ptr(), dx.data_ptr(),
+              dw.data_ptr(), inv_rms.shape[0], x.shape[-1])
+        return dx, dw if ctx.needs_input_grad[1] else None, None
+
+
+class _SwiGLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, gate, up):
+        gate, up = gate.contiguous(), up.contiguous()
+        y = torch.empty_like(gate)
+        _call("swiglu_forward", gate.data_ptr(), up.data_ptr(), y.data_ptr(), gate.numel())
+        ctx.save_for_backward(gate, up)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        gate, up = ctx.saved_tensors
+        dy = dy.contiguous()
+        d_gate, d_up = torch.empty_like(gate), torch.empty_like(up)
+        _call("swiglu_backward", gate.data_ptr(), up.data_ptr(), dy.data_ptr(), d_gate.data_ptr(), d_up.data_ptr(), gate.numel())
+        return d_gate, d_up
+
+
+class _Rotary(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, cos, sin):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        _call("rotary", x.data_ptr(), cos.data_ptr(), sin.data_ptr(), y.data_ptr(), *x.shape, 0)
+        ctx.save_for_backward(cos, sin)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        cos, sin = ctx.saved_tensors
+        dy = dy.contiguous()
+        dx = torch.empty_like(dy)
+        _call("rotary", dy.data_ptr(), cos.data_ptr(), sin.data_ptr(), dx.data_ptr(), *dy.shape, 1)
+        return dx, None, None
