@@ -29,6 +29,7 @@ from transformers import PreTrainedModel
 
 from reinforge.engines import native_attention
 from reinforge.engines.shared_prefixes import first_rows_with_prefix
+from reinforge.learner import native_layers
 
 SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2"}
 MIN_PACKED_TOKENS = 64  # prompt batches with fewer real tokens run their pads through the matmuls too
@@ -164,7 +165,9 @@ class FusedLlamaDecoder:
         self.final_norm = w(model.model.norm.weight)
         self.lm_head = w(model.lm_head.weight)
 
-    def _rms_norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    def _rms_norm(self, x: torch.Tensor, weight: torch.Tensor, native: bool = False) -> torch.Tensor:
+        if native:  # CPU float32 (`usable`), contiguous: embeddings, residual sums
+            return native_layers.rms_norm_rows(x, weight, self.eps)
         if x.dtype == torch.float32:  # fewer dispatches, bit-identical to the formula below
             return F.rms_norm(x, weight.shape, weight, self.eps)
         x32 = x.float()
@@ -194,19 +197,27 @@ class FusedLlamaDecoder:
         end = start + (1 if prompt is None else prompt.mask.shape[-1])
         hidden = F.embedding(ids, self.embed)
         cos, sin = self._rope(positions, state)
+        native = self.native and native_attention.usable(hidden, hidden, self.decode_attention)
         for i, layer in enumerate(self.layers):
-            x = self._rms_norm(hidden, layer.input_norm)
+            x = self._rms_norm(hidden, layer.input_norm, native)
             qkv = F.linear(x, layer.qkv_weight, layer.qkv_bias)
             # q and k rotated together: [N, heads + kv_heads, head_dim]
-            qk = qkv[:, : q_size + kv_size].view(-1, heads + kv_heads, head_dim)
-            qk = rotate(qk, cos, sin)
+            if native:
+                qk = native_layers.rotary_rows(qkv, heads + kv_heads, head_dim, cos, sin)
+            else:
+                qk = rotate(qkv[:, : q_size + kv_size].view(-1, heads + kv_heads, head_dim), cos, sin)
             q, k = qk[:, :heads], qk[:, heads:]
             v = qkv[:, q_size + kv_size :].view(-1, kv_heads, head_dim)
             attn = self._attention(i, q, k, v, state, prompt, start, end)  # [N, heads, head_dim]
             hidden = hidden + F.linear(attn.reshape(-1, q_size), layer.o_weight, layer.o_bias)
-            x = self._rms_norm(hidden, layer.post_norm)
-            gate, up = F.linear(x, layer.gate_up_weight, layer.gate_up_bias).chunk(2, dim=-1)
-            hidden = hidden + F.linear(F.silu(gate).mul_(up), layer.down_weight, layer.down_bias)
+            x = self._rms_norm(hidden, layer.post_norm, native)
+            gate_up = F.linear(x, layer.gate_up_weight, layer.gate_up_bias)
+            if native:
+                activated = native_layers.swiglu_halves(gate_up)
+            else:
+                gate, up = gate_up.chunk(2, dim=-1)
+                activated = F.silu(gate).mul_(up)
+            hidden = hidden + F.linear(activated, layer.down_weight, layer.down_bias)
         state.length = end
         return hidden if prompt is None else hidden[prompt.last]
 
@@ -243,7 +254,8 @@ class FusedLlamaDecoder:
         return attn[:, 0] if prompt is None else attn[prompt.rows, prompt.cols]
 
     def _logits(self, last_hidden: torch.Tensor) -> torch.Tensor:
-        return F.linear(self._rms_norm(last_hidden, self.final_norm), self.lm_head).float()
+        native = self.native and native_attention.usable(last_hidden, last_hidden, self.decode_attention)
+        return F.linear(self._rms_norm(last_hidden.contiguous(), self.final_norm, native), self.lm_head).float()
 
     def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int) -> tuple[torch.Tensor, DecodeState]:
         """Left-padded prompts [B, P] -> next-token logits [B, V] and a cache with room for the rest."""

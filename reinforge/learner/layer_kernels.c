@@ -69,9 +69,15 @@ int rms_norm_backward(const float *x, const float *w, const float *inv_rms, cons
     return 0;
 }
 
-int swiglu_forward(const float *gate, const float *up, float *y, int64_t n) {
-    #pragma omp simd
-    for (int64_t i = 0; i < n; i++) y[i] = gate[i] * sigmoid(gate[i]) * up[i];
+/* gate and up: rows of `cols` values, `in_stride` apart (the two halves of one [rows, 2 cols]
+   projection, or two tensors); y [rows, cols] contiguous. */
+int swiglu_forward(const float *gate, const float *up, int64_t in_stride, float *y, int64_t rows, int64_t cols) {
+    for (int64_t row = 0; row < rows; row++) {
+        const float *restrict g = gate + row * in_stride, *restrict u = up + row * in_stride;
+        float *restrict yr = y + row * cols;
+        #pragma omp simd
+        for (int64_t i = 0; i < cols; i++) yr[i] = g[i] * sigmoid(g[i]) * u[i];
+    }
     return 0;
 }
 
@@ -85,13 +91,15 @@ int swiglu_backward(const float *gate, const float *up, const float *dy, float *
     return 0;
 }
 
-/* x, y [T, H, D]; cos, sin [T, D]. transpose = 1 applies the transposed rotation (the backward). */
-int rotary(const float *x, const float *cos, const float *sin, float *y, int64_t T, int64_t H, int64_t D, int transpose) {
+/* x: T rows `x_stride` apart, each H heads of D; y [T, H, D] contiguous; cos, sin: T rows of D,
+   `cs_stride` apart. transpose = 1 applies the transposed rotation (the backward). */
+int rotary(const float *x, int64_t x_stride, const float *cos, const float *sin, int64_t cs_stride, float *y,
+           int64_t T, int64_t H, int64_t D, int transpose) {
     const int64_t half = D / 2;
     for (int64_t t = 0; t < T; t++) {
-        const float *restrict c = cos + t * D, *restrict s = sin + t * D;
+        const float *restrict c = cos + t * cs_stride, *restrict s = sin + t * cs_stride;
         for (int64_t h = 0; h < H; h++) {
-            const float *restrict xr = x + (t * H + h) * D;
+            const float *restrict xr = x + t * x_stride + h * D;
             float *restrict yr = y + (t * H + h) * D;
             if (transpose) {
                 #pragma omp simd

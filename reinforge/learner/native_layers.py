@@ -30,9 +30,9 @@ I64, PTR, F32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
 SIGNATURES = {
     "rms_norm_forward": (PTR, PTR, PTR, PTR, I64, I64, F32),
     "rms_norm_backward": (PTR, PTR, PTR, PTR, PTR, PTR, I64, I64),
-    "swiglu_forward": (PTR, PTR, PTR, I64),
+    "swiglu_forward": (PTR, PTR, I64, PTR, I64, I64),
     "swiglu_backward": (PTR, PTR, PTR, PTR, PTR, I64),
-    "rotary": (PTR, PTR, PTR, PTR, I64, I64, I64, ctypes.c_int),
+    "rotary": (PTR, I64, PTR, PTR, I64, PTR, I64, I64, I64, ctypes.c_int),
 }
 
 
@@ -100,7 +100,8 @@ class _SwiGLU(torch.autograd.Function):
     def forward(ctx, gate, up):
         gate, up = gate.contiguous(), up.contiguous()
         y = torch.empty_like(gate)
-        _call("swiglu_forward", gate.data_ptr(), up.data_ptr(), y.data_ptr(), gate.numel())
+        cols = gate.shape[-1]
+        _call("swiglu_forward", gate.data_ptr(), up.data_ptr(), cols, y.data_ptr(), gate.numel() // cols, cols)
         ctx.save_for_backward(gate, up)
         return y
 
@@ -118,7 +119,8 @@ class _Rotary(torch.autograd.Function):
     def forward(ctx, x, cos, sin):
         x = x.contiguous()
         y = torch.empty_like(x)
-        _call("rotary", x.data_ptr(), cos.data_ptr(), sin.data_ptr(), y.data_ptr(), *x.shape, 0)
+        tokens, heads, dim = x.shape
+        _call("rotary", x.data_ptr(), heads * dim, cos.data_ptr(), sin.data_ptr(), dim, y.data_ptr(), tokens, heads, dim, 0)
         ctx.save_for_backward(cos, sin)
         return y
 
@@ -127,5 +129,36 @@ class _Rotary(torch.autograd.Function):
         cos, sin = ctx.saved_tensors
         dy = dy.contiguous()
         dx = torch.empty_like(dy)
-        _call("rotary", dy.data_ptr(), cos.data_ptr(), sin.data_ptr(), dx.data_ptr(), *dy.shape, 1)
+        tokens, heads, dim = dy.shape
+        _call("rotary", dy.data_ptr(), heads * dim, cos.data_ptr(), sin.data_ptr(), dim, dx.data_ptr(), tokens, heads, dim, 1)
         return dx, None, None
+
+
+# Inference only (the engine's decode step, under inference_mode): the same kernels without the
+# autograd bookkeeping, on the layouts the fused decoder has (reinforge.engines.llama_decoder).
+
+
+def rms_norm_rows(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """`rms_norm` of contiguous float32 rows x [N, H], no gradient."""
+    y = torch.empty_like(x)
+    inv_rms = x.new_empty(x.shape[0])
+    _call("rms_norm_forward", x.data_ptr(), weight.data_ptr(), y.data_ptr(), inv_rms.data_ptr(), x.shape[0], x.shape[1], eps)
+    return y
+
+
+def rotary_rows(x: torch.Tensor, heads: int, dim: int, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The first `heads` x `dim` values of each row of x [N, >= heads x dim] (unit last stride),
+    rotated as `rotary` does -> [N, heads, dim]; cos, sin [N, 1, dim] or [N, dim] with unit last
+    stride (views of one table are fine), no gradient."""
+    tokens = x.shape[0]
+    y = x.new_empty(tokens, heads, dim)
+    _call("rotary", x.data_ptr(), x.stride(0), cos.data_ptr(), sin.data_ptr(), cos.stride(0), y.data_ptr(), tokens, heads, dim, 0)
+    return y
+
+
+def swiglu_halves(gate_up: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up of gate_up [N, 2 I] = [gate | up] (one projection), no gradient -> [N, I]."""
+    rows, cols = gate_up.shape[0], gate_up.shape[1] // 2
+    y = gate_up.new_empty(rows, cols)
+    _call("swiglu_forward", gate_up.data_ptr(), gate_up.data_ptr() + 4 * cols, gate_up.stride(0), y.data_ptr(), rows, cols)
+    return y
