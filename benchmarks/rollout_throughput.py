@@ -7,7 +7,7 @@ model in the same process:
 
   ours fused fp32   TorchEngine (fused Llama decoder, preallocated KV cache, decode attention in
                     C on one thread: engine.decode_attention auto), the default
-  ours fused SDPA   the same with engine.decode_attention=sdpa (torch's attention kernel)
+  ours fused torch  the same with engine.decode_kernels=torch (torch's ops, no C kernels)
   ours fused bf16   the same with engine_dtype=bfloat16
   ours HF fp32      TorchEngine(..., fused=False): the model's own forward + cache, one call per token
   generate fp32     model.generate(do_sample=True, temperature=1.0, top_k=0, min/max_new_tokens=64)
@@ -94,7 +94,7 @@ def make_variants(model, pad: int, prompts: list[list[int]], new_tokens: int) ->
     params = SamplingParams(max_new_tokens=new_tokens, temperature=1.0)
     engines = {
         "ours fused fp32": TorchEngine(model, pad),
-        "ours fused SDPA": TorchEngine(model, pad, decode_attention="sdpa"),
+        "ours fused torch": TorchEngine(model, pad, decode_kernels="torch"),
         "ours fused bf16": TorchEngine(model, pad, dtype="bfloat16"),
         "ours HF fp32": TorchEngine(model, pad, fused=False),
     }

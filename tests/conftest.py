@@ -16,7 +16,7 @@ import tempfile
 import pytest
 import torch
 
-from reinforge import native_build
+from reinforge.kernels import build as native_build
 from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.models.tokenizer import train_tokenizer
 

@@ -16,8 +16,8 @@ def test_every_reinforge_package_is_listed_in_pyproject() -> None:
 
 
 def test_every_c_source_is_shipped_as_package_data() -> None:
-    """The engine compiles its C kernel from the installed package (reinforge.engines.native_attention):
-    a wheel without the .c file would quietly fall back to the slower attention."""
+    """The engine and the learner compile their C kernels from the installed package
+    (reinforge.kernels): a wheel without a .c file would quietly fall back to torch's slower ops."""
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     for source in (ROOT / "reinforge").rglob("*.c"):
         package = ".".join(source.parent.relative_to(ROOT).parts)

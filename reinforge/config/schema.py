@@ -129,9 +129,9 @@ class EngineConfig(Section):
     enforce_eager: bool = Field(
         True, description="vLLM without CUDA graphs / torch.compile: starts in seconds instead of minutes; set false on a GPU for speed."
     )
-    decode_attention: Literal["auto", "sdpa", "native"] = Field(
+    decode_kernels: Literal["auto", "torch", "native"] = Field(
         "auto",
-        description="type=torch, a decode step's attention on CPU in float32: native = a C kernel compiled on first use with the machine's C compiler (about 1.15x the micro model's rollout; reinforge.engines.native_attention); sdpa = torch's scaled_dot_product_attention; auto = native on one torch thread when a compiler is there, else sdpa.",
+        description="type=torch, a decode step on CPU in float32: native = its attention, RMSNorm, rotary and SwiGLU in C, compiled on first use with the machine's C compiler (reinforge.kernels; the micro model's rollout ~1.4x); torch = torch's ops (SDPA); auto = native on one torch thread when a compiler is there, else torch.",
     )
 
 

@@ -121,14 +121,14 @@ class EngineWorker:
 
     def __init__(
         self, config: Any, param_dtype: torch.dtype, pad_token_id: int, dtype: str, max_batch_size: int, fused: bool, threads: int,
-        decode_attention: str = "auto",
+        decode_kernels: str = "auto",
     ):
         from transformers import AutoModelForCausalLM
 
         configure_process(threads)
         model = AutoModelForCausalLM.from_config(config).to(param_dtype).eval()
         self.engine = TorchEngine(
-            model, pad_token_id, dtype=dtype, max_batch_size=max_batch_size, fused=fused, decode_attention=decode_attention
+            model, pad_token_id, dtype=dtype, max_batch_size=max_batch_size, fused=fused, decode_kernels=decode_kernels
         )
 
     def load_weights(self, state: dict[str, torch.Tensor], version: int) -> tuple[int, str]:
@@ -157,7 +157,7 @@ class RayEngine:
         timeout_s: float = 300.0,
         address: str | None = None,
         cpus_per_worker: float = 1.0,
-        decode_attention: str = "auto",
+        decode_kernels: str = "auto",
     ):
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
@@ -173,7 +173,7 @@ class RayEngine:
         self.replacements = 0  # workers replaced after dying, over the engine's life
         self._worker_args = (
             model.config, next(model.parameters()).dtype, pad_token_id, dtype, max_batch_size, fused, max(1, int(cpus_per_worker)),
-            decode_attention,
+            decode_kernels,
         )
         self._actor_class = self.ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(EngineWorker)
         self._lock = threading.RLock()  # one caller at a time on the workers (evaluation vs the async producer)

@@ -11,7 +11,7 @@ test checks that the two agree.
 Per-step costs kept small without changing a bit of the output: rotary cos/sin tabulated once
 per batch, prompt pads and tokens that rows share kept out of the matmuls (in batches of 64+ real
 tokens; a shared token's keys and values are copied), a float mask built once. A decode step's
-attention runs in C on CPU (native_attention.py: SDPA's fixed cost per row and head is most of
+attention runs in C on CPU (reinforge.kernels.decode_attention: SDPA's fixed cost per row and head is most of
 the call at these sizes; the same attention to float rounding), elsewhere in
 `scaled_dot_product_attention`. A long prompt that a group's rows share is cached once and read
 once per group (`prefill_shared`, `shared_prompt_attention`: batched matmuls, which
@@ -27,12 +27,12 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
-from reinforge.engines import native_attention
 from reinforge.engines.shared_prefixes import first_rows_with_prefix
-from reinforge.learner import native_layers
+from reinforge.kernels import choice, decode_attention, layers
 
 SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2"}
 MIN_PACKED_TOKENS = 64  # prompt batches with fewer real tokens run their pads through the matmuls too
+KERNEL_SOURCES = (decode_attention.SOURCE, layers.SOURCE)
 
 
 def supports(model: PreTrainedModel) -> bool:
@@ -117,16 +117,16 @@ class _Prompt:
 class FusedLlamaDecoder:
     can_drop_rows = True
 
-    def __init__(self, model: PreTrainedModel, dtype: torch.dtype = torch.float32, decode_attention: str = "auto"):
-        """`decode_attention` (engine.decode_attention): auto, sdpa or native; whether a CPU float32
-        decode step attends in C (reinforge.engines.native_attention) or in torch's SDPA."""
+    def __init__(self, model: PreTrainedModel, dtype: torch.dtype = torch.float32, decode_kernels: str = "auto"):
+        """`decode_kernels` (engine.decode_kernels): auto, torch or native; whether a CPU float32
+        step runs its attention, RMSNorm, rotary and SwiGLU in C (reinforge.kernels) or in torch."""
         if not supports(model):
             raise ValueError(f"FusedLlamaDecoder does not support model_type={model.config.model_type!r}")
         config = model.config
         self.dtype = dtype
-        self.decode_attention = decode_attention
+        self.decode_kernels = decode_kernels
         on_cpu = next(model.parameters()).device.type == "cpu"
-        self.native = on_cpu and dtype == torch.float32 and native_attention.wanted(decode_attention)
+        self.native = on_cpu and dtype == torch.float32 and choice.wanted(decode_kernels, "engine.decode_kernels", KERNEL_SOURCES)
         self.heads = config.num_attention_heads
         self.kv_heads = getattr(config, "num_key_value_heads", None) or self.heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
@@ -167,7 +167,7 @@ class FusedLlamaDecoder:
 
     def _rms_norm(self, x: torch.Tensor, weight: torch.Tensor, native: bool = False) -> torch.Tensor:
         if native:  # CPU float32 (`usable`), contiguous: embeddings, residual sums
-            return native_layers.rms_norm_rows(x, weight, self.eps)
+            return layers.rms_norm_rows(x, weight, self.eps)
         if x.dtype == torch.float32:  # fewer dispatches, bit-identical to the formula below
             return F.rms_norm(x, weight.shape, weight, self.eps)
         x32 = x.float()
@@ -197,13 +197,13 @@ class FusedLlamaDecoder:
         end = start + (1 if prompt is None else prompt.mask.shape[-1])
         hidden = F.embedding(ids, self.embed)
         cos, sin = self._rope(positions, state)
-        native = self.native and native_attention.usable(hidden, hidden, self.decode_attention)
+        native = self.native and choice.usable(hidden, self.decode_kernels)
         for i, layer in enumerate(self.layers):
             x = self._rms_norm(hidden, layer.input_norm, native)
             qkv = F.linear(x, layer.qkv_weight, layer.qkv_bias)
             # q and k rotated together: [N, heads + kv_heads, head_dim]
             if native:
-                qk = native_layers.rotary_rows(qkv, heads + kv_heads, head_dim, cos, sin)
+                qk = layers.rotary_rows(qkv, heads + kv_heads, head_dim, cos, sin)
             else:
                 qk = rotate(qkv[:, : q_size + kv_size].view(-1, heads + kv_heads, head_dim), cos, sin)
             q, k = qk[:, :heads], qk[:, heads:]
@@ -213,7 +213,7 @@ class FusedLlamaDecoder:
             x = self._rms_norm(hidden, layer.post_norm, native)
             gate_up = F.linear(x, layer.gate_up_weight, layer.gate_up_bias)
             if native:
-                activated = native_layers.swiglu_halves(gate_up)
+                activated = layers.swiglu_halves(gate_up)
             else:
                 gate, up = gate_up.chunk(2, dim=-1)
                 activated = F.silu(gate).mul_(up)
@@ -235,8 +235,8 @@ class FusedLlamaDecoder:
         if prompt is None:
             keys[:, :, start] = k
             values[:, :, start] = v
-            if self.native and native_attention.usable(q, keys, self.decode_attention):
-                return native_attention.decode_attention(q, keys, values, state.key_bias, end)
+            if self.native and choice.usable(keys, self.decode_kernels):
+                return decode_attention.decode_attention(q, keys, values, state.key_bias, end)
             q = q.unsqueeze(2)  # [B, heads, 1, head_dim]
             mask = state.key_bias[..., :end]
         else:
@@ -254,7 +254,7 @@ class FusedLlamaDecoder:
         return attn[:, 0] if prompt is None else attn[prompt.rows, prompt.cols]
 
     def _logits(self, last_hidden: torch.Tensor) -> torch.Tensor:
-        native = self.native and native_attention.usable(last_hidden, last_hidden, self.decode_attention)
+        native = self.native and choice.usable(last_hidden, self.decode_kernels)
         return F.linear(self._rms_norm(last_hidden.contiguous(), self.final_norm, native), self.lm_head).float()
 
     def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int) -> tuple[torch.Tensor, DecodeState]:

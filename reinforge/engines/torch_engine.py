@@ -20,7 +20,8 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from reinforge.engines import llama_decoder, native_attention
+from reinforge.engines import llama_decoder
+from reinforge.kernels import choice
 from reinforge.engines.base import Generation, SamplingParams
 from reinforge.engines.decode_hook import DecodeCheck, DecodeHook
 from reinforge.engines.sampling import sample_next
@@ -82,10 +83,10 @@ class TorchEngine:
         dtype: str = "float32",
         max_batch_size: int = MAX_BATCH_SIZE,
         fused: bool = True,
-        decode_attention: str = "auto",
+        decode_kernels: str = "auto",
     ):
-        native_attention.check_mode(decode_attention)  # here, not at the first rollout
-        self.decode_attention = decode_attention
+        choice.check_mode(decode_kernels, "engine.decode_kernels")  # here, not at the first rollout
+        self.decode_kernels = decode_kernels
         self.source = model  # the learner's model
         self.model = inference_copy(model) if is_lora_model(model) else model  # what samples
         self.pad_token_id = pad_token_id
@@ -104,7 +105,7 @@ class TorchEngine:
     def _get_decoder(self):
         if self._decoder is None:
             self._decoder = (
-                llama_decoder.FusedLlamaDecoder(self.model, self.dtype, self.decode_attention)
+                llama_decoder.FusedLlamaDecoder(self.model, self.dtype, self.decode_kernels)
                 if self.fused
                 else HFDecoder(self.model)
             )

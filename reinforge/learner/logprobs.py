@@ -26,7 +26,7 @@ def token_logprobs(
     temperature so these match the engine's behaviour log-probs.
     `pack` (a model `packed_forward.supports`): each distinct token is computed once, pads never,
     when that saves enough (reinforge.learner.packed_forward); positions before a pad are then 0;
-    `packed_kernels`: auto, torch or native (reinforge.learner.packed_kernels).
+    `packed_kernels`: auto, torch or native (reinforge.kernels.choice).
     """
     if pack:
         packing = plan_packing(input_ids, attention_mask)

@@ -34,8 +34,8 @@ from transformers import PreTrainedModel
 
 from reinforge.engines.llama_decoder import rotate, signed_sin, supports as decoder_supports
 from reinforge.engines.shared_prefixes import first_rows_with_prefix
-from reinforge.learner import native_layers, native_packed_attention, packed_kernels
-from reinforge.learner.native_packed_attention import RowPlan
+from reinforge.kernels import choice, layers, packed_attention
+from reinforge.kernels.packed_attention import RowPlan
 from reinforge.models.lora import is_lora_model
 
 # Packing moves every token between the packed and padded layouts once per layer (a few passes
@@ -44,6 +44,7 @@ MIN_SAVED_SHARE = 0.05
 # A second attention call (with an explicit mask, slower per query than a causal one) for the
 # rows that diverge late, when their queries can start at this share of the width or later.
 MIN_QUERY_OFFSET = 0.25
+KERNEL_SOURCES = (packed_attention.SOURCE, layers.SOURCE)
 
 
 @dataclass
@@ -64,7 +65,7 @@ class Packing:
     source: torch.Tensor  # [N, T] index of the token at (row, t) among the U; U on pads
     calls: list[AttentionCall]
     outputs: torch.Tensor  # [U] where each token's attention output is among the calls' outputs, in order
-    rows: RowPlan  # the same attention for the C kernel (reinforge.learner.native_packed_attention)
+    rows: RowPlan  # the same attention for the C kernel (reinforge.kernels.packed_attention)
 
     @property
     def num_tokens(self) -> int:
@@ -139,6 +140,12 @@ def _split_by_length(members: torch.Tensor, lengths: torch.Tensor, offset: int) 
     return [short, long] if cost(short) + cost(long) <= 0.75 * cost(ordered) else [members]
 
 
+def native_kernels_wanted(mode: str) -> bool:
+    """Whether `algo.packed_kernels: mode` runs the attention, norms, rotary and MLP activation in C
+    (reinforge.kernels.choice); native raises where they cannot be built."""
+    return choice.wanted(mode, "algo.packed_kernels", KERNEL_SOURCES)
+
+
 def supports(model: PreTrainedModel) -> bool:
     base = model.get_base_model() if is_lora_model(model) else model
     return decoder_supports(base)
@@ -150,13 +157,13 @@ def worth_packing(packing: Packing, input_ids: torch.Tensor) -> bool:
 
 def packed_logits(model: PreTrainedModel, packing: Packing, kernels: str = "auto") -> torch.Tensor:
     """The model's logits [U, V] at the U distinct tokens. `kernels` (algo.packed_kernels): auto,
-    torch or native (reinforge.learner.packed_kernels)."""
+    torch or native (reinforge.kernels.choice)."""
     causal_lm = model.get_base_model() if is_lora_model(model) else model
     inner = causal_lm.model
     hidden = inner.embed_tokens(packing.token_ids)  # [U, H]
     cos, sin = inner.rotary_emb(hidden, packing.positions[None])
     cos, sin = cos[0].unsqueeze(1), signed_sin(sin[0]).unsqueeze(1)  # [U, 1, head_dim]: broadcast over heads
-    native = packed_kernels.wanted(kernels) and packed_kernels.usable(hidden, kernels)
+    native = native_kernels_wanted(kernels) and choice.usable(hidden, kernels)
     for layer in inner.layers:
         hidden = hidden + _attention(layer.self_attn, _norm(layer.input_layernorm, hidden, native), cos, sin, packing, native)
         hidden = hidden + _mlp(layer.mlp, _norm(layer.post_attention_layernorm, hidden, native), native)
@@ -168,7 +175,7 @@ def _norm(norm, x: torch.Tensor, native: bool) -> torch.Tensor:
     eps = getattr(norm, "variance_epsilon", None)
     if not native or eps is None:
         return norm(x)
-    return native_layers.rms_norm(x, norm.weight, eps)
+    return layers.rms_norm(x, norm.weight, eps)
 
 
 def _mlp(mlp, x: torch.Tensor, native: bool) -> torch.Tensor:
@@ -176,7 +183,7 @@ def _mlp(mlp, x: torch.Tensor, native: bool) -> torch.Tensor:
     around SiLU(gate) x up in C (`native`; `supports` checked the activation is SiLU)."""
     if not native:
         return mlp(x)
-    return mlp.down_proj(native_layers.swiglu(mlp.gate_proj(x), mlp.up_proj(x)))
+    return mlp.down_proj(layers.swiglu(mlp.gate_proj(x), mlp.up_proj(x)))
 
 
 def _attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, packing: Packing, native: bool) -> torch.Tensor:
@@ -186,11 +193,11 @@ def _attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pack
     q = attn.q_proj(x).view(x.shape[0], -1, head_dim)  # [U, heads, head_dim]
     k = attn.k_proj(x).view(x.shape[0], -1, head_dim)
     v = attn.v_proj(x).view(x.shape[0], -1, head_dim)
-    rotated = native_layers.rotary if native else rotate  # sin is signed_sin
+    rotated = layers.rotary if native else rotate  # sin is signed_sin
     q, k = rotated(q, cos, sin), rotated(k, cos, sin)
     heads, kv_heads = q.shape[1], k.shape[1]
     if native:
-        out = native_packed_attention.packed_attention(q, k, v, packing.rows, attn.scaling)
+        out = packed_attention.packed_attention(q, k, v, packing.rows, attn.scaling)
         return attn.o_proj(out.reshape(x.shape[0], heads * head_dim))
 
     def padded(t: torch.Tensor, source: torch.Tensor) -> torch.Tensor:  # [U, h, d] -> [R, h, T, d]

@@ -14,7 +14,6 @@ from transformers import PreTrainedModel
 
 from reinforge.algos.types import LossNormalizer
 from reinforge.learner import packed_forward
-from reinforge.learner import packed_kernels as kernel_choice
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.compiled_forward import compile_forward as compile_forward_of
 from reinforge.learner.logprobs import token_logprobs
@@ -46,11 +45,11 @@ class PolicyLearner:
         `pack_sequences`: compute each distinct token once (reinforge.learner.packed_forward), for
         the model types it supports and without `compile_forward` (which compiles the padded forward).
         `packed_kernels`: auto, torch or native, the packed forward's kernels
-        (reinforge.learner.packed_kernels; native raises here where they cannot be built)."""
+        (reinforge.kernels.choice; native raises here where they cannot be built)."""
         self.model = compile_forward_of(model) if compile_forward else model
         self.pack = pack_sequences and not compile_forward and packed_forward.supports(model)
         self.packed_kernels = packed_kernels
-        kernel_choice.wanted(packed_kernels)  # a bad mode, or native without a compiler, fails here
+        packed_forward.native_kernels_wanted(packed_kernels)  # a bad mode, or native without a compiler, fails here
         self.max_response_tokens = max_response_tokens
         self.entropy_grad = entropy_grad
         self.trainable = [p for p in model.parameters() if p.requires_grad]  # LoRA: the adapters only

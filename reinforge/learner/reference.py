@@ -14,7 +14,6 @@ import torch
 from transformers import PreTrainedModel
 
 from reinforge.learner import packed_forward
-from reinforge.learner import packed_kernels as kernel_choice
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.compiled_forward import compile_forward
 from reinforge.learner.policy_learner import compute_logprobs
@@ -33,7 +32,7 @@ class ReferenceModel:
         self.compile_forward = compile_forward
         self.pack = pack_sequences and not compile_forward and packed_forward.supports(model)
         self.packed_kernels = packed_kernels
-        kernel_choice.wanted(packed_kernels)  # fails here, not at the first step
+        packed_forward.native_kernels_wanted(packed_kernels)  # fails here, not at the first step
         self.temperature = temperature
         self.adapters_off = is_lora_model(model)  # the base of the policy's adapters, not a copy
         if self.adapters_off:

@@ -160,9 +160,9 @@ def build_engine(cfg: Config, model, pad_token_id: int):
 
         return RayEngine(
             model, pad_token_id, w.workers, dtype=cfg.rollout.engine_dtype,
-            timeout_s=w.timeout_s, address=w.address, cpus_per_worker=w.cpus_per_worker, decode_attention=e.decode_attention,
+            timeout_s=w.timeout_s, address=w.address, cpus_per_worker=w.cpus_per_worker, decode_kernels=e.decode_kernels,
         )
-    return TorchEngine(model, pad_token_id, dtype=cfg.rollout.engine_dtype, decode_attention=e.decode_attention)
+    return TorchEngine(model, pad_token_id, dtype=cfg.rollout.engine_dtype, decode_kernels=e.decode_kernels)
 
 
 def build_learner(cfg: Config, model, env):

@@ -176,7 +176,7 @@ def private_engine(engine: Engine, model) -> TorchEngine:
     if not isinstance(engine, TorchEngine):
         raise TypeError(f"the async schedule samples in-process with a TorchEngine, not {type(engine).__name__}")
     twin = TorchEngine(
-        model, engine.pad_token_id, max_batch_size=engine.max_batch_size, fused=engine.fused, decode_attention=engine.decode_attention
+        model, engine.pad_token_id, max_batch_size=engine.max_batch_size, fused=engine.fused, decode_kernels=engine.decode_kernels
     )
     twin.dtype = engine.dtype
     return twin

@@ -14,41 +14,7 @@ from reinforge.learner.logprobs import token_logprobs
 from reinforge.learner.packed_forward import packed_token_logprobs, plan_packing, supports
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.models.lora import apply_lora, peft_available
-
-PAD = 0
-
-
-def small(cls, config_cls, **overrides):
-    torch.manual_seed(0)
-    base = dict(
-        vocab_size=48, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=128, pad_token_id=PAD,
-    )
-    return cls(config_cls(**{**base, **overrides})).eval()
-
-
-def right_padded(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(map(len, rows))
-    ids = torch.full((len(rows), width), PAD)
-    mask = torch.zeros_like(ids)
-    for i, row in enumerate(rows):
-        ids[i, : len(row)], mask[i, : len(row)] = torch.tensor(row), 1
-    return ids, mask
-
-
-def grpo_rows(groups: int = 3, group_size: int = 4, seed: int = 0, prompt_tokens: tuple[int, int] = (5, 12)) -> list[list[int]]:
-    """Groups of rows that share a prompt (5-12 tokens), with completions of 1-20 tokens; two
-    completions of the first group also share their first tokens, and one row repeats another."""
-    g = torch.Generator().manual_seed(seed)
-    rows = []
-    for _ in range(groups):
-        prompt = torch.randint(1, 48, (int(torch.randint(prompt_tokens[0], prompt_tokens[1] + 1, (), generator=g)),), generator=g).tolist()
-        for _ in range(group_size):
-            rows.append(prompt + torch.randint(1, 48, (int(torch.randint(1, 21, (), generator=g)),), generator=g).tolist())
-    rows[1] = rows[0][: len(rows[0]) - 1] + [7, 8, 9]
-    rows.append(list(rows[2]))
-    return rows
-
+from packed_batches import PAD, grpo_rows, right_padded, small
 
 def test_plan_packing_by_hand():
     # row 1 shares "5 6" with row 0; row 2 repeats row 0 then goes on; row 3 has PAD as a real token

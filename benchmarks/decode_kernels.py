@@ -1,14 +1,15 @@
-"""The engine's decode attention in C (`engine.decode_attention: native`) against torch's SDPA.
+"""The engine's decode step in C (`engine.decode_kernels: native`) against torch's ops.
 
 What is measured, one torch thread, CPU time:
   1. one decode-attention call, C kernel vs `scaled_dot_product_attention`, on a cache laid out
      as the engine's ([rows, 4 kv heads, 135 slots, 32]: the `micro` model at 64 new tokens), at
      64 and 256 rows and 10 to 130 used slots;
   2. the rollout of `benchmarks/vs_trl.py` (the `micro` model, 8 or 32 prompts x 8 completions,
-     64 forced tokens), the same engine with either attention, in alternating rounds.
+     64 forced tokens), the same engine with torch's ops and with the C kernels (attention,
+     RMSNorm, rotary, SwiGLU), in alternating rounds.
 Each line gives the medians and the median of the per-round ratios.
 
-    python benchmarks/native_attention.py [--rounds 7] [--tasks 8,32]
+    python benchmarks/decode_kernels.py [--rounds 7] [--tasks 8,32]
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from vs_trl import reinforge_alone  # noqa: E402
 
-from reinforge.engines import native_attention  # noqa: E402
+from reinforge.kernels import decode_attention  # noqa: E402
 from reinforge.rollout.episodes import rollout_groups  # noqa: E402
 
 
@@ -60,7 +61,7 @@ def kernel_calls(rounds: int) -> None:
                 F.scaled_dot_product_attention(q[:, :, None], keys[:, :, :length], values[:, :, :length], attn_mask=key_bias[..., :length])
 
             def native():
-                native_attention.decode_attention(q, keys, values, key_bias, length)
+                decode_attention.decode_attention(q, keys, values, key_bias, length)
 
             s, n, ratio = paired(sdpa, native, rounds, repeat=200)
             print(f"call  rows {rows:3d}  slots {length:3d}:  SDPA {s * 1e6:6.0f} us  C {n * 1e6:6.0f} us  {ratio:.2f}x")
@@ -71,14 +72,14 @@ def rollouts(tasks: int, rounds: int) -> None:
     batch = [t for b in ours.task_batches for t in b][:tasks]
     decoder = ours.engine._get_decoder()
 
-    def with_attention(native: bool):
+    def with_kernels(native: bool):
         def run():
             decoder.native = native
             rollout_groups(ours.engine, env, batch, 8, ours.params, seed=0)
         return run
 
-    s, n, ratio = paired(with_attention(False), with_attention(True), rounds)
-    print(f"rollout {tasks}x8, 64 tokens:  SDPA {s:.3f} CPU-s  C {n:.3f} CPU-s  {ratio:.2f}x")
+    s, n, ratio = paired(with_kernels(False), with_kernels(True), rounds)
+    print(f"rollout {tasks}x8, 64 tokens:  torch {s:.3f} CPU-s  C {n:.3f} CPU-s  {ratio:.2f}x")
 
 
 def main() -> None:
@@ -87,7 +88,7 @@ def main() -> None:
     parser.add_argument("--tasks", default="8,32", help="prompts per rollout, comma-separated")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    native_attention.load()  # built before anything is timed
+    decode_attention.load()  # built before anything is timed
     kernel_calls(args.rounds)
     for tasks in (int(t) for t in args.tasks.split(",")):
         rollouts(tasks, args.rounds)

@@ -1,4 +1,4 @@
-/* RMSNorm and SwiGLU, forward and backward, one pass each, for reinforge.learner.native_layers
+/* RMSNorm, SwiGLU and rotary embedding, forward and backward, one pass each, for reinforge.kernels.layers
    (which says why). float32, contiguous rows. Every function returns 0, or 1 when it ran out of memory.
 
    rms_norm:  y = w * x * r,  r = 1 / sqrt(mean(x^2) + eps) per row (transformers' LlamaRMSNorm)

@@ -1,4 +1,4 @@
-/* One decode step of attention, for reinforge.engines.native_attention (which says why and how
+/* One decode step of attention, for reinforge.kernels.decode_attention (which says why and how
    it is built). For each row b and head h, with kv = h / (H / KVH):
 
      out[b, h] = softmax_t(scale * q[b, h] . k[b, kv, t] + bias[b, t]) @ v[b, kv, t],  t in [0, T)

@@ -11,11 +11,11 @@ for blocks of 4 queries at a time in registers and a few kilobytes of scratch: o
 model's 8 x 8 batch, one layer's attention takes 3 ms forward and 4.4 ms backward against 7-12 and
 16-18 ms through SDPA and its gathers.
 
-Used when `algo.packed_kernels` takes the C kernels (reinforge.learner.packed_kernels); built by
-reinforge.native_build on first use.
+Used when `algo.packed_kernels` takes the C kernels (reinforge.kernels.choice); built by
+reinforge.kernels.build on first use.
 Numerics: the same softmax attention summed in another order, with exp from a polynomial of
 relative error under 2e-7: outputs and gradients agree with SDPA to about 1e-6
-(tests/learner/test_native_packed_attention.py).
+(tests/kernels/test_packed_attention.py).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from reinforge.native_build import load_function
+from reinforge.kernels.build import load_function
 
-SOURCE = Path(__file__).with_name("packed_attention.c")
+SOURCE = Path(__file__).with_suffix(".c")
 I64, PTR, F32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
 FORWARD_ARGS = (PTR, PTR, PTR, PTR, I64, PTR, PTR, I64, PTR, PTR, I64, I64, I64, F32)
 BACKWARD_ARGS = (PTR, PTR, PTR, PTR, PTR, PTR, PTR, I64, PTR, PTR, I64, PTR, PTR, PTR, I64, I64, I64, F32)
@@ -49,7 +49,7 @@ class RowPlan:
 
 def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: RowPlan, scale: float) -> torch.Tensor:
     """Causal attention of packed tokens: q [U, heads, d], k and v [U, kv_heads, d] -> [U, heads, d]
-    (reinforge.learner.packed_attention.c says what each row attends); differentiable in q, k, v."""
+    (packed_attention.c says what each row attends); differentiable in q, k, v."""
     tensors = (q, k, v)
     if any(t.dtype != torch.float32 or t.device.type != "cpu" for t in tensors):  # the C loop reads raw float32 memory
         raise ValueError("packed_attention needs float32 CPU tensors")

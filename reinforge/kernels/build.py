@@ -1,5 +1,4 @@
-"""C kernels compiled on first use for this machine's CPU (reinforge.engines.native_attention,
-reinforge.learner.native_packed_attention).
+"""Building the C kernels of reinforge.kernels, on first use, for this machine's CPU.
 
 How: the C compiler ($CC, else cc or gcc) with -O3 -march=native into $REINFORGE_CACHE_DIR
 (default ~/.cache/reinforge), named by a hash of the source, the flags, the compiler's version and

@@ -6,30 +6,25 @@ calls and their buffers), more than the pair's arithmetic, so a small model's de
 far below memory bandwidth. The C loop reads each pair's keys and values once and does the rest in
 registers: 1.3-3.3x SDPA's speed per call at 64-256 rows, and the `micro` model's rollout about 1.15x
 (`python benchmarks/native_attention.py`). It runs on one thread: with more torch threads,
-SDPA spreads the pairs over them, so `engine.decode_attention: auto` takes C only on one.
+SDPA spreads the pairs over them, so `engine.decode_kernels: auto` takes C only on one
+(reinforge.kernels.choice).
 
-How it is built: by reinforge.native_build, on first use, for this machine's CPU.
+How it is built: by reinforge.kernels.build, on first use, for this machine's CPU.
 Numerics: the same softmax attention in a different summation order, with exp from a polynomial of
-relative error under 2e-7: outputs agree with SDPA to about 1e-6 (tests/engines/test_native_attention.py).
+relative error under 2e-7: outputs agree with SDPA to about 1e-6 (tests/kernels/test_decode_attention.py).
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
-import logging
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from reinforge.native_build import load_function, unavailable_reason
+from reinforge.kernels.build import load_function
 
-logger = logging.getLogger(__name__)
-
-SOURCE = Path(__file__).with_name("decode_attention.c")
-MODES = ("auto", "sdpa", "native")
-
+SOURCE = Path(__file__).with_suffix(".c")
 
 I64, PTR = ctypes.c_int64, ctypes.c_void_p
 ARGTYPES = (PTR, I64, I64, PTR, PTR, I64, I64, I64, PTR, I64, PTR, I64, I64, I64, I64, I64, ctypes.c_float)
@@ -39,44 +34,6 @@ def load() -> Callable[..., int]:
     """The kernel, built on first use; raises NativeCodeUnavailable (with the compiler's message)
     where it cannot be built. Built or not, the outcome is kept for the process."""
     return load_function(SOURCE, "decode_attention", *ARGTYPES)
-
-
-def available() -> bool:
-    """Whether the kernel builds and loads here; the reason it does not is logged once."""
-    reason = unavailable_reason(SOURCE)
-    if reason is not None:
-        _log_unavailable(reason)
-    return reason is None
-
-
-@functools.cache
-def _log_unavailable(reason: str) -> None:
-    logger.info("decode attention runs in torch's SDPA: the C kernel is unavailable (%s)", reason)
-
-
-def check_mode(mode: str) -> None:
-    if mode not in MODES:
-        raise ValueError(f"decode_attention must be one of {', '.join(MODES)}, not {mode!r}")
-
-
-def wanted(mode: str) -> bool:
-    """Whether an engine with `engine.decode_attention: mode` should use the C kernel (on its CPU
-    float32 decode steps); mode "native" raises when the kernel is unavailable."""
-    check_mode(mode)
-    if mode == "native":
-        load()  # raises, with the compiler's message
-        return True
-    return mode == "auto" and available()
-
-
-def usable(q: torch.Tensor, keys: torch.Tensor, mode: str) -> bool:
-    """Whether this call can take the C kernel: CPU float32 tensors, laid out as it reads them, and
-    (in auto mode) one torch thread."""
-    return (
-        q.device.type == "cpu"
-        and q.dtype == keys.dtype == torch.float32
-        and (mode == "native" or torch.get_num_threads() == 1)
-    )
 
 
 def decode_attention(

@@ -1,4 +1,4 @@
-"""RMSNorm and SwiGLU in C (reinforge.learner.native_layers) against transformers' and torch's,
+"""RMSNorm, SwiGLU and rotary in C (reinforge.kernels.layers) against transformers' and torch's,
 forward and backward, and by hand."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-from reinforge.learner.native_layers import rms_norm, rotary, swiglu
+from reinforge.kernels.layers import rms_norm, rotary, swiglu
 from float_bounds import EPS32
 
 

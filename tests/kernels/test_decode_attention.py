@@ -1,4 +1,4 @@
-"""The C decode attention (reinforge.engines.native_attention) against torch's SDPA, its build and
+"""The C decode attention (reinforge.kernels.decode_attention) against torch's SDPA, and the engine
 its fallback, and the engine sampling through it."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from reinforge import native_build
-from reinforge.engines import native_attention
+from reinforge.kernels import build as native_build
+from reinforge.kernels import decode_attention as kernel
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
 from float_bounds import EPS32, forward_bound
@@ -45,7 +45,7 @@ def test_kernel_matches_sdpa(heads, kv_heads, dim) -> None:
     keys, values, key_bias = cache(rows, kv_heads, slots, dim, pads=[0, 3, 7, 1, 28])
     # q as the decoder makes it: the first heads of a [rows, heads + kv_heads, dim] tensor
     q = torch.randn(rows, heads + kv_heads, dim, generator=torch.Generator().manual_seed(1))[:, :heads] * 2
-    ours = native_attention.decode_attention(q, keys, values, key_bias, length)
+    ours = kernel.decode_attention(q, keys, values, key_bias, length)
     expected = sdpa(q, keys, values, key_bias, length)
     assert ours.shape == (rows, heads, dim)
     gap = (ours - expected).abs().max().item()
@@ -60,9 +60,9 @@ def test_masked_slots_get_no_weight() -> None:
     poisoned[0, :, :4] = 1e30  # masked slots of row 0 (and of row 2, below) with absurd values
     poisoned[2, :, :11] = -1e30
     q = torch.randn(3, 2, 16)
-    ours = native_attention.decode_attention(q, keys, poisoned, key_bias, 12)
+    ours = kernel.decode_attention(q, keys, poisoned, key_bias, 12)
     assert torch.isfinite(ours).all()
-    assert torch.allclose(ours, native_attention.decode_attention(q, keys, values, key_bias, 12))
+    assert torch.allclose(ours, kernel.decode_attention(q, keys, values, key_bias, 12))
     # row 2 attends one slot only: its output is that slot's value
     assert torch.allclose(ours[2], values[2, :, 11], atol=1e-6)
 
@@ -71,81 +71,54 @@ def test_wrong_layouts_are_refused() -> None:
     keys, values, key_bias = cache(2, 2, 8, 16, pads=[0, 0])
     q = torch.randn(2, 4, 16)
     with pytest.raises(ValueError, match="same shape and strides"):
-        native_attention.decode_attention(q, keys, values[:, :, :4], key_bias, 4)
+        kernel.decode_attention(q, keys, values[:, :, :4], key_bias, 4)
     with pytest.raises(ValueError, match="outside the cache"):
-        native_attention.decode_attention(q, keys, values, key_bias, 9)
+        kernel.decode_attention(q, keys, values, key_bias, 9)
     with pytest.raises(ValueError, match="divisible"):
-        native_attention.decode_attention(torch.randn(2, 3, 16), keys, values, key_bias, 4)
+        kernel.decode_attention(torch.randn(2, 3, 16), keys, values, key_bias, 4)
     with pytest.raises(ValueError, match="float32 CPU"):
-        native_attention.decode_attention(q.double(), keys, values, key_bias, 4)
+        kernel.decode_attention(q.double(), keys, values, key_bias, 4)
 
 
-def test_build_is_cached_by_content(tmp_path) -> None:
-    first = native_build.build(native_attention.SOURCE, tmp_path)
-    built_at = first.stat().st_mtime_ns
-    assert first.parent == tmp_path and first.name.startswith("decode_attention-")
-    assert native_build.build(native_attention.SOURCE, tmp_path) == first and first.stat().st_mtime_ns == built_at
-    assert [p.name for p in tmp_path.iterdir()] == [first.name]  # no partial file left behind
-
-
-def test_without_a_compiler_auto_falls_back_and_native_says_why(broken_compiler, monkeypatch, nano_model, tokenizer) -> None:
-    assert not native_attention.available()
-    assert not native_attention.wanted("auto")
-    assert not native_attention.wanted("sdpa")
-    with pytest.raises(native_build.NativeCodeUnavailable, match="false failed on decode_attention.c"):
-        native_attention.wanted("native")
-    engine = TorchEngine(nano_model, tokenizer.pad_token_id)  # auto: samples through SDPA
+def test_without_a_compiler_the_engine_samples_through_torch(broken_compiler, nano_model, tokenizer) -> None:
+    engine = TorchEngine(nano_model, tokenizer.pad_token_id)  # auto: torch's ops
     prompt = tokenizer("12+7=").input_ids
     assert len(engine.generate([prompt], SamplingParams(max_new_tokens=3, temperature=0.0))[0].token_ids) == 3
     assert not engine._get_decoder().native
+    with pytest.raises(native_build.NativeCodeUnavailable, match="false failed on decode_attention.c"):
+        TorchEngine(nano_model, tokenizer.pad_token_id, decode_kernels="native")._get_decoder()
     assert list(broken_compiler.iterdir()) == []
-    # the failed build is remembered: a later engine (every weight sync makes one) does not retry it
-    monkeypatch.setenv("CC", "cc")
-    assert not native_attention.available()
 
 
-def test_no_compiler_on_path(monkeypatch) -> None:
-    monkeypatch.delenv("CC", raising=False)
-    monkeypatch.setenv("PATH", "")
-    with pytest.raises(native_build.NativeCodeUnavailable, match="no C compiler found"):
-        native_build.build(native_attention.SOURCE)
+def test_bad_mode_is_refused_at_construction(nano_model, tokenizer) -> None:
+    with pytest.raises(ValueError, match="engine.decode_kernels must be one of auto, torch, native"):
+        TorchEngine(nano_model, tokenizer.pad_token_id, decode_kernels="c")
 
 
-def test_modes_and_threads(nano_model, tokenizer) -> None:
-    with pytest.raises(ValueError, match="decode_attention must be one of auto, sdpa, native"):
-        TorchEngine(nano_model, tokenizer.pad_token_id, decode_attention="c")
-    q, keys = torch.zeros(1, 4, 8), torch.zeros(1, 4, 3, 8)
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(2)  # SDPA spreads (row, head) pairs over threads; the C loop does not
-        assert not native_attention.usable(q, keys, "auto") and native_attention.usable(q, keys, "native")
-        torch.set_num_threads(1)
-        assert native_attention.usable(q, keys, "auto")
-        assert not native_attention.usable(q.double(), keys.double(), "native")
-    finally:
-        torch.set_num_threads(threads)
-
-
-def test_engine_samples_the_same_through_either_attention(sharp_nano_model, arithmetic_prompts, tokenizer) -> None:
-    """Same seed: the same tokens, log-probs within float rounding, through stops and row drops."""
+def test_engine_samples_the_same_through_either_kernels(sharp_nano_model, arithmetic_prompts, tokenizer) -> None:
+    """Same seed: the same tokens, log-probs within float rounding, through stops and row drops
+    (C attention, RMSNorm, rotary and SwiGLU against torch's)."""
     params = SamplingParams(max_new_tokens=12, temperature=1.0, stop_token_ids=[tokenizer.eos_token_id, 9])
     runs = {}
-    for mode in ("sdpa", "native"):
-        engine = TorchEngine(sharp_nano_model, tokenizer.pad_token_id, decode_attention=mode)
+    for mode in ("torch", "native"):
+        engine = TorchEngine(sharp_nano_model, tokenizer.pad_token_id, decode_kernels=mode)
         runs[mode] = engine.generate(arithmetic_prompts * 2, params, seed=3)
         assert engine._get_decoder().native == (mode == "native")
     assert {g.finish_reason for g in runs["native"]} == {"stop", "length"}  # rows dropped mid-rollout
     lengths = [len(g.token_ids) for g in runs["native"]]
     assert min(lengths) < max(lengths)
-    bound = forward_bound(sharp_nano_model, max(abs(x) for g in runs["sdpa"] for x in g.logprobs))
-    for a, b in zip(runs["sdpa"], runs["native"]):
+    bound = forward_bound(sharp_nano_model, max(abs(x) for g in runs["torch"] for x in g.logprobs))
+    for a, b in zip(runs["torch"], runs["native"]):
         assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
         assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < bound
 
 
-def test_config_reaches_the_engine(tmp_path) -> None:
+def test_config_reaches_the_engine(nano_model, tokenizer) -> None:
     from reinforge.config import load_config
+    from reinforge.run.pipeline import build_engine
 
-    assert load_config("default").engine.decode_attention == "auto"
-    with pytest.raises(Exception, match="decode_attention"):
-        load_config("default", ["engine.decode_attention=fast"])
+    cfg = load_config("default", ["engine.decode_kernels=torch"])
+    assert load_config("default").engine.decode_kernels == "auto"
+    assert build_engine(cfg, nano_model, tokenizer.pad_token_id).decode_kernels == "torch"
+    with pytest.raises(Exception, match="decode_kernels"):
+        load_config("default", ["engine.decode_kernels=fast"])

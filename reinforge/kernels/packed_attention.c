@@ -1,5 +1,5 @@
 /* Causal attention of packed tokens, forward and backward, for
-   reinforge.learner.native_packed_attention (which says why and how it is built).
+   reinforge.kernels.packed_attention (which says why and how it is built).
 
    U tokens are packed: q [U, H, D], k and v [U, KVH, D], all contiguous. Attention row r (a
    sequence of the batch) has length[r] key slots; slot t holds token source[r * width + t].

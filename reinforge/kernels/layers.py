@@ -1,5 +1,5 @@
-"""RMSNorm, SwiGLU and rotary embedding of the packed forward in C (layer_kernels.c), forward
-and backward.
+"""RMSNorm, SwiGLU and rotary embedding in C (layers.c): forward and backward for the packed
+forward, and inference-only entry points for the engine's decode step.
 
 Why: in eager PyTorch each of them is several elementwise ops, and each op reads and writes the
 whole activation again, in forward and again in backward: transformers' RMSNorm is six ops
@@ -10,10 +10,12 @@ and one backward. The projections stay the model's own modules (LoRA adapters wo
 norm's formula and the activation between the projections are computed here, for the model types
 the packed forward supports (RMSNorm with `weight` and `variance_epsilon`, SiLU).
 
-Used by reinforge.learner.packed_forward when `algo.packed_kernels` takes the C kernels
-(reinforge.learner.native_packed_attention.wanted); built by reinforge.native_build.
+Used by reinforge.learner.packed_forward and reinforge.engines.llama_decoder when
+`algo.packed_kernels` / `engine.decode_kernels` take the C kernels (reinforge.kernels.choice);
+built by reinforge.kernels.build. In a decode step (64 rows) the fixed cost of torch's ops is
+what they save: RMSNorm is nine dispatches there.
 Numerics: the same formulas summed in another order, sigmoid from a polynomial exp of relative
-error under 2e-7: agree with torch to about 1e-6 (tests/learner/test_native_layers.py).
+error under 2e-7: agree with torch to about 1e-6 (tests/kernels/test_layers.py).
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from reinforge.native_build import load_function
+from reinforge.kernels.build import load_function
 
-SOURCE = Path(__file__).with_name("layer_kernels.c")
+SOURCE = Path(__file__).with_suffix(".c")
 I64, PTR, F32 = ctypes.c_int64, ctypes.c_void_p, ctypes.c_float
 SIGNATURES = {
     "rms_norm_forward": (PTR, PTR, PTR, PTR, I64, I64, F32),

@@ -1,6 +1,6 @@
-"""The packed forward's C attention (reinforge.learner.native_packed_attention): outputs and
-gradients against a float64 attention written from its definition, the packed log-probs against
-the SDPA path, its fallback without a compiler, and the config reaching the learner."""
+"""The packed forward's C attention (reinforge.kernels.packed_attention): outputs and gradients
+against a float64 attention written from its definition; the packed log-probs and gradients with
+all the C kernels against torch's; the fallback without a compiler; the config reaching the learner."""
 
 from __future__ import annotations
 
@@ -9,15 +9,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from reinforge import native_build
+from reinforge.kernels import build as native_build
 from reinforge.config import load_config
-from reinforge.learner import packed_kernels
-from reinforge.learner.native_packed_attention import RowPlan, packed_attention
-from reinforge.learner.packed_forward import packed_token_logprobs, plan_packing
+from reinforge.kernels.packed_attention import RowPlan, packed_attention
+from reinforge.learner.packed_forward import native_kernels_wanted, packed_token_logprobs, plan_packing
 from reinforge.learner.policy_learner import PolicyLearner
 from float_bounds import EPS32
 
-from test_packed_forward import grpo_rows, right_padded, small
+from packed_batches import grpo_rows, right_padded, small
 from transformers import LlamaConfig, LlamaForCausalLM
 
 
@@ -93,7 +92,7 @@ def test_by_hand_one_row_of_two_tokens() -> None:
     assert out[1, 0, 0].item() == pytest.approx((w * 3 + (1 - w) * -1).item(), rel=1e-6)
 
 
-def test_packed_logprobs_match_the_sdpa_path() -> None:
+def test_packed_logprobs_match_torchs_kernels() -> None:
     model = small(LlamaForCausalLM, LlamaConfig)
     ids, mask = right_padded(grpo_rows())
     packing = plan_packing(ids, mask)
@@ -103,10 +102,10 @@ def test_packed_logprobs_match_the_sdpa_path() -> None:
         logprobs, _ = packed_token_logprobs(model, ids, mask, packing, kernels=mode)
         logprobs.sum().backward()
         grads[mode] = (logprobs.detach(), [p.grad.clone() for p in model.parameters()])
-    (sdpa, sdpa_grads), (native, native_grads) = grads["torch"], grads["native"]
+    (torch_lp, torch_grads), (native, native_grads) = grads["torch"], grads["native"]
     # log-probs of a 2-layer model over <= 32 slots: both paths sum in float32 in different orders
-    assert (sdpa - native).abs().max().item() < 1e-5
-    for a, b in zip(sdpa_grads, native_grads):
+    assert (torch_lp - native).abs().max().item() < 1e-5
+    for a, b in zip(torch_grads, native_grads):
         assert (a - b).abs().max().item() <= 1e-5 * max(a.abs().max().item(), 1.0)
 
 
@@ -122,26 +121,9 @@ def test_refuses_bad_inputs() -> None:
         RowPlan(plan.source, plan.first[:-1], plan.length)
 
 
-def test_modes_threads_and_dtypes() -> None:
-    with pytest.raises(ValueError, match="packed_kernels must be one of auto, torch, native"):
-        packed_kernels.wanted("c")
-    assert packed_kernels.wanted("auto") and packed_kernels.wanted("native")
-    assert not packed_kernels.wanted("torch")
-    q = torch.zeros(2, 2, 4)
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(2)
-        assert not packed_kernels.usable(q, "auto") and packed_kernels.usable(q, "native")
-        torch.set_num_threads(1)
-        assert packed_kernels.usable(q, "auto")
-        assert not packed_kernels.usable(q.bfloat16(), "native")  # bf16 autocast: SDPA
-    finally:
-        torch.set_num_threads(threads)
-
-
 def test_without_a_compiler_auto_falls_back_and_native_says_why(broken_compiler) -> None:
     model = small(LlamaForCausalLM, LlamaConfig)
-    assert not packed_kernels.wanted("auto")
+    assert not native_kernels_wanted("auto")
     with pytest.raises(native_build.NativeCodeUnavailable, match="false failed on packed_attention.c"):
         PolicyLearner(model, lr=1e-3, packed_kernels="native")
     learner = PolicyLearner(model, lr=1e-3)  # auto: SDPA
