@@ -247,7 +247,7 @@ ALWAYS_INLINE int backward(
                     }
                     for (int i = 0; i < count; i++) {
                         float *restrict dqu = dq + (tokens[i] * H + h) * D;
-                        for (int64_t d = 0; d < D; d++) dqu[d] += acc[i][d];
+                        for (int64_t d = 0; d < D; d++) dqu[d] = acc[i][d];  /* the one row that computes the token */
                     }
                 }
             }
@@ -278,8 +278,9 @@ int packed_attention_forward(
     BY_HEAD_DIM(FORWARD, D)
 }
 
-/* Gradients of the forward, given d_out; dq, dk and dv must be zeroed by the caller (dk and dv
-   collect from every row that reads a token; a row's own share is summed in local buffers first).
+/* Gradients of the forward, given d_out; dk and dv must be zeroed by the caller (they collect
+   from every row that reads a token; a row's own share is summed in local buffers first); dq is
+   written once per token, by the row that computes it.
    With p_s = exp(score_s - lse) and delta = d_out . out:
      dv[s] += p_s d_out,  ds_s = p_s (d_out . v_s - delta),  dq += scale sum_s ds_s k_s,  dk[s] += scale ds_s q. */
 int packed_attention_backward(

@@ -45,6 +45,7 @@ class RowPlan:
         self.length = length.to(torch.int64).contiguous()
         if not (self.source.shape[0] == self.first.shape[0] == self.length.shape[0]):
             raise ValueError("source, first and length must have one entry per row")
+        self.computed = int((self.length - self.first).sum())  # tokens the rows compute: each exactly once
 
 
 def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: RowPlan, scale: float) -> torch.Tensor:
@@ -55,6 +56,8 @@ def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Ro
         raise ValueError("packed_attention needs float32 CPU tensors")
     if k.shape != v.shape or q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2] or q.shape[1] % k.shape[1]:
         raise ValueError(f"packed_attention: q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)} do not fit")
+    if plan.computed != q.shape[0]:  # the kernel writes each token's output once, by the row that computes it
+        raise ValueError(f"packed_attention: the rows compute {plan.computed} tokens, q has {q.shape[0]}")
     return _PackedAttention.apply(q, k, v, plan, scale)
 
 
@@ -63,8 +66,7 @@ class _PackedAttention(torch.autograd.Function):
     def forward(ctx, q, k, v, plan: RowPlan, scale: float):
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         tokens, heads, dim = q.shape
-        out = q.new_zeros(tokens, heads, dim)  # zeros: a token no row computes (none in a packing) stays finite
-        lse = q.new_zeros(tokens, heads)
+        out, lse = q.new_empty(tokens, heads, dim), q.new_empty(tokens, heads)  # every token is written once
         status = load_function(SOURCE, "packed_attention_forward", *FORWARD_ARGS)(
             q.data_ptr(), k.data_ptr(), v.data_ptr(),
             plan.source.data_ptr(), plan.source.shape[1], plan.first.data_ptr(), plan.length.data_ptr(), plan.source.shape[0],
@@ -81,7 +83,7 @@ class _PackedAttention(torch.autograd.Function):
         q, k, v, out, lse = ctx.saved_tensors
         plan = ctx.plan
         d_out = d_out.contiguous()
-        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+        dq, dk, dv = torch.empty_like(q), torch.zeros_like(k), torch.zeros_like(v)  # dq: written once per token
         status = load_function(SOURCE, "packed_attention_backward", *BACKWARD_ARGS)(
             q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), d_out.data_ptr(),
             plan.source.data_ptr(), plan.source.shape[1], plan.first.data_ptr(), plan.length.data_ptr(), plan.source.shape[0],

@@ -117,6 +117,8 @@ def test_refuses_bad_inputs() -> None:
         packed_attention(q[:, :3], k, v, plan, 1.0)  # 3 heads over 2 kv heads
     with pytest.raises(ValueError, match="do not fit"):
         packed_attention(q, k, v[:-1], plan, 1.0)
+    with pytest.raises(ValueError, match=f"the rows compute {len(q)} tokens, q has {len(q) + 1}"):
+        packed_attention(*(torch.cat([t, t[:1]]) for t in (q, k, v)), plan, 1.0)  # a token no row computes
     with pytest.raises(ValueError, match="one entry per row"):
         RowPlan(plan.source, plan.first[:-1], plan.length)
 
