@@ -17,10 +17,10 @@ def test_every_reinforge_package_is_listed_in_pyproject() -> None:
 
 def test_every_c_source_is_shipped_as_package_data() -> None:
     """The engine and the learner compile their C kernels from the installed package
-    (reinforge.kernels): a wheel without a .c file would quietly fall back to torch's slower ops."""
+    (reinforge.kernels): a wheel without a .c or .h file would quietly fall back to torch's slower ops."""
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    for source in (ROOT / "reinforge").rglob("*.c"):
+    for source in [*(ROOT / "reinforge").rglob("*.c"), *(ROOT / "reinforge").rglob("*.h")]:
         package = ".".join(source.parent.relative_to(ROOT).parts)
         assert any(source.match(pattern) for pattern in package_data.get(package, [])), (
-            f"add {source.name!r} (or '*.c') to [tool.setuptools.package-data] {package!r} in pyproject.toml"
+            f"add {source.name!r} (or '*{source.suffix}') to [tool.setuptools.package-data] {package!r} in pyproject.toml"
         )

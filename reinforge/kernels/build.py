@@ -66,7 +66,8 @@ def build(source: Path, directory: Path | None = None) -> Path:
         version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError) as e:
         raise NativeCodeUnavailable(f"the C compiler {compiler!r} does not run: {e}") from e
-    code = source.read_bytes()
+    # The headers next to the source are part of it (#include "exp_nonpositive.h").
+    code = b"\0".join(path.read_bytes() for path in [source, *sorted(source.parent.glob("*.h"))])
     key = hashlib.sha256(b"\0".join([code, " ".join(FLAGS).encode(), version.encode(), _cpu_identity().encode()]))
     directory = directory or cache_dir()
     target = directory / f"{source.stem}-{key.hexdigest()[:16]}.so"

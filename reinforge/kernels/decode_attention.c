@@ -11,18 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* exp(x) for x <= 0, in a form the compiler vectorizes: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in
-   two parts, Cody and Waite), exp(r) by its degree-6 Taylor polynomial (relative error < 2e-7
-   there), 2^n through the exponent bits. 0 below -87 (where exp underflows), -inf included. */
-static inline float exp_nonpositive(float x) {
-    float xc = x < -87.f ? -87.f : x;
-    float n = __builtin_roundf(xc * 1.44269504088896341f);
-    float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.f + r * (1.f + r * (0.5f + r * (1.f / 6 + r * (1.f / 24 + r * (1.f / 120 + r * (1.f / 720))))));
-    union { float f; int32_t i; } two_n;
-    two_n.i = ((int32_t)n + 127) << 23;
-    return x < -87.f ? 0.f : p * two_n.f;
-}
+#include "exp_nonpositive.h"
 
 /* Strides are in floats; the last dimension of q, k, v and bias is contiguous, and k and v share
    their strides. out is [B, H, D], contiguous. Returns 0, or 1 when scratch memory ran out. */

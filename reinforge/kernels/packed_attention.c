@@ -21,17 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* exp(x) for x <= 0, vectorizable (as in decode_attention.c): x = n ln2 + r, a degree-6 Taylor
-   polynomial on |r| <= ln2 / 2 (relative error < 2e-7), 2^n through the exponent bits; 0 below -87. */
-static inline float exp_nonpositive(float x) {
-    float xc = x < -87.f ? -87.f : x;
-    float n = __builtin_roundf(xc * 1.44269504088896341f);
-    float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.f + r * (1.f + r * (0.5f + r * (1.f / 6 + r * (1.f / 24 + r * (1.f / 120 + r * (1.f / 720))))));
-    union { float f; int32_t i; } two_n;
-    two_n.i = ((int32_t)n + 127) << 23;
-    return x < -87.f ? 0.f : p * two_n.f;
-}
+#include "exp_nonpositive.h"
 
 #define CHUNK 16
 #define ROUND_UP(x) (((x) + CHUNK - 1) / CHUNK * CHUNK)

@@ -21,6 +21,17 @@ def test_build_is_cached_by_content(tmp_path) -> None:
     assert other.name.startswith("layers-") and other != first
 
 
+def test_a_changed_header_is_a_new_build(tmp_path) -> None:
+    sources, cache = tmp_path / "src", tmp_path / "cache"
+    sources.mkdir()
+    for path in (decode_attention.SOURCE, decode_attention.SOURCE.with_name("exp_nonpositive.h")):
+        (sources / path.name).write_text(path.read_text())
+    first = build.build(sources / "decode_attention.c", cache)
+    header = sources / "exp_nonpositive.h"
+    header.write_text(header.read_text() + "\n/* changed */\n")
+    assert build.build(sources / "decode_attention.c", cache) != first
+
+
 def test_no_compiler_on_path(monkeypatch) -> None:
     monkeypatch.delenv("CC", raising=False)
     monkeypatch.setenv("PATH", "")
