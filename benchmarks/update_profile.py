@@ -7,8 +7,9 @@ positions per CPU-second and the share of the fp32 matmul peak, then as many ste
 `torch.profiler`, each op's self CPU time summed by kind:
 
   matmul     aten::mm / addmm / bmm / matmul (the model's linear layers, forward and backward)
-  attention  scaled_dot_product_attention kernels, forward and backward
-  fused      inductor's generated kernels (compiled only: every elementwise op it fused)
+  attention  scaled_dot_product_attention kernels, or the C packed attention, forward and backward
+  fused      inductor's generated kernels (compiled: every elementwise op it fused), or the C
+             RMSNorm, rotary and SwiGLU (eager, algo.packed_kernels)
   other      everything else (elementwise ops in eager, log-softmax, optimizer, bookkeeping)
 
 and the matmuls' own rate: the update's matmul FLOPs (6 x matmul params x computed positions) per
@@ -46,9 +47,11 @@ MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
 def kind_of(name: str) -> str:
     if name in MATMUL_OPS:
         return "matmul"
-    if "scaled_dot_product" in name or "flash_attention" in name:
+    if "scaled_dot_product" in name or "flash_attention" in name or name.startswith("_PackedAttention"):
         return "attention"
     if "CompiledFxGraph" in name or name.startswith("cpp_fused") or "inductor" in name.lower():
+        return "fused"
+    if name.startswith(("_RMSNorm", "_SwiGLU", "_Rotary")):  # reinforge.kernels.layers (algo.packed_kernels)
         return "fused"
     return "other"
 

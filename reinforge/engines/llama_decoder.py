@@ -10,9 +10,10 @@ test checks that the two agree.
 
 Per-step costs kept small without changing a bit of the output: rotary cos/sin tabulated once
 per batch, prompt pads and tokens that rows share kept out of the matmuls (in batches of 64+ real
-tokens; a shared token's keys and values are copied), a float mask built once. A decode step's
-attention runs in C on CPU (reinforge.kernels.decode_attention: SDPA's fixed cost per row and head is most of
-the call at these sizes; the same attention to float rounding), elsewhere in
+tokens; a shared token's keys and values are copied), a float mask built once. On a CPU in
+float32 (`engine.decode_kernels`) a step's attention, RMSNorm, rotary and SwiGLU run in C
+(reinforge.kernels: torch's fixed cost per op and, in SDPA, per row and head, is most of their
+time at these sizes; the same math to float rounding), elsewhere in torch's ops and
 `scaled_dot_product_attention`. A long prompt that a group's rows share is cached once and read
 once per group (`prefill_shared`, `shared_prompt_attention`: batched matmuls, which
 pay there, at float rounding).

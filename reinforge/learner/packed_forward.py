@@ -6,10 +6,12 @@ the hidden states of token t depend only on tokens 0..t, so two rows that agree 
 the same hidden states there at every layer. Here each (row, position) is mapped to the first row
 that has the same prefix up to it; only those first occurrences go through the position-wise work
 (embedding, norms, projections, MLP, LM head, log-softmax), which is most of a forward and backward.
-Attention runs in the padded [rows, T] layout: each row's keys and values are gathered from the
-tokens that computed them, and only the outputs of the tokens computed in that row are used; rows
-that share a long prefix with an earlier row (a group's other G - 1) attend with queries from where
-they diverge only. Shared tokens get the gradient of every row that uses them, as in the padded
+With torch's kernels, attention runs in the padded [rows, T] layout: each row's keys and values
+are gathered from the tokens that computed them, and only the outputs of the tokens computed in
+that row are used; rows that share a long prefix with an earlier row (a group's other G - 1)
+attend with queries from where they diverge only. With the C kernels (`algo.packed_kernels`,
+reinforge.kernels) attention reads the packed tokens through each row's slot map (`RowPlan`),
+and RMSNorm, rotary and SiLU x up are one pass each, forward and backward. Shared tokens get the gradient of every row that uses them, as in the padded
 forward. Measured (benchmarks/packed_forward.py, micro model, 8 x 8 rows): update 1.08x faster
 on the 64-token fixed-length batch of benchmarks/vs_trl.py, 1.75-1.82x with completion lengths of
 1-128 tokens, 4.0-4.4x with 256-token prompts.
@@ -18,9 +20,9 @@ This is the idea of "Prefix Grouper: Efficient GRPO Training through Shared-Pref
 al. 2025, arXiv:2506.05433) and of padding-free packing, found by comparing tokens rather than by
 trusting the batch's layout, so multi-turn rows that share more than the prompt share it too.
 
-Same math as the `transformers` forward, module by module (the model's own norms, projections,
-rotary embedding and MLP are called, so LoRA adapters and their `disable_adapter()` work), for the
-model types the fused decoder supports. Log-probs agree with the padded forward to float rounding
+Same math as the `transformers` forward, module by module (the model's own projections are
+called, and with torch's kernels its norms and MLP too, so LoRA adapters and their
+`disable_adapter()` work), for the model types the fused decoder supports. Log-probs agree with the padded forward to float rounding
 (matmuls over other row counts); positions whose next token is a pad come back 0.
 """
 
