@@ -142,6 +142,9 @@ class _Rotary(torch.autograd.Function):
 
 def rms_norm_rows(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """`rms_norm` of contiguous float32 rows x [N, H], no gradient."""
+    _float32_cpu(x, weight)
+    if not x.is_contiguous() or x.dim() != 2 or weight.shape != x.shape[1:]:
+        raise ValueError(f"rms_norm_rows: x {tuple(x.shape)} must be contiguous [N, H], weight [H]")
     y = torch.empty_like(x)
     inv_rms = x.new_empty(x.shape[0])
     _call("rms_norm_forward", x.data_ptr(), weight.data_ptr(), y.data_ptr(), inv_rms.data_ptr(), x.shape[0], x.shape[1], eps)
@@ -153,6 +156,10 @@ def rotary_rows(x: torch.Tensor, heads: int, dim: int, cos: torch.Tensor, sin: t
     rotated as `rotary` does -> [N, heads, dim]; cos, sin [N, 1, dim] or [N, dim] with unit last
     stride (views of one table are fine), no gradient."""
     tokens = x.shape[0]
+    _float32_cpu(x, cos, sin)
+    fits = x.shape[1] >= heads * dim and cos.shape[0] == sin.shape[0] == tokens and cos.shape[-1] == sin.shape[-1] == dim
+    if not fits or cos.stride() != sin.stride() or x.stride(-1) != 1 or cos.stride(-1) != 1:
+        raise ValueError(f"rotary_rows: x {tuple(x.shape)}, cos {tuple(cos.shape)} do not fit {heads} heads of {dim}")
     y = x.new_empty(tokens, heads, dim)
     _call("rotary", x.data_ptr(), x.stride(0), cos.data_ptr(), sin.data_ptr(), cos.stride(0), y.data_ptr(), tokens, heads, dim, 0)
     return y
@@ -161,6 +168,9 @@ def rotary_rows(x: torch.Tensor, heads: int, dim: int, cos: torch.Tensor, sin: t
 def swiglu_halves(gate_up: torch.Tensor) -> torch.Tensor:
     """silu(gate) * up of gate_up [N, 2 I] = [gate | up] (one projection), no gradient -> [N, I]."""
     rows, cols = gate_up.shape[0], gate_up.shape[1] // 2
+    _float32_cpu(gate_up)
+    if gate_up.dim() != 2 or gate_up.shape[1] % 2 or gate_up.stride(-1) != 1:
+        raise ValueError(f"swiglu_halves: gate_up {tuple(gate_up.shape)} must be [N, 2 I] with unit last stride")
     y = gate_up.new_empty(rows, cols)
     _call("swiglu_forward", gate_up.data_ptr(), gate_up.data_ptr() + 4 * cols, gate_up.stride(0), y.data_ptr(), rows, cols)
     return y

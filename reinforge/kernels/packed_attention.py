@@ -45,6 +45,8 @@ class RowPlan:
         self.length = length.to(torch.int64).contiguous()
         if not (self.source.shape[0] == self.first.shape[0] == self.length.shape[0]):
             raise ValueError("source, first and length must have one entry per row")
+        if len(self.first) and not (0 <= self.first.min() and (self.first <= self.length).all() and self.length.max() <= self.source.shape[1]):
+            raise ValueError("each row needs 0 <= first <= length <= its slots")  # the C loops index with them
         self.computed = int((self.length - self.first).sum())  # tokens the rows compute: each exactly once
 
 
@@ -58,6 +60,8 @@ def packed_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, plan: Ro
         raise ValueError(f"packed_attention: q {tuple(q.shape)}, k {tuple(k.shape)} and v {tuple(v.shape)} do not fit")
     if plan.computed != q.shape[0]:  # the kernel writes each token's output once, by the row that computes it
         raise ValueError(f"packed_attention: the rows compute {plan.computed} tokens, q has {q.shape[0]}")
+    if plan.source.numel() and not (0 <= plan.source.min() and plan.source.max() < q.shape[0]):
+        raise ValueError(f"packed_attention: slots name tokens outside 0..{q.shape[0] - 1}")  # raw memory reads
     return _PackedAttention.apply(q, k, v, plan, scale)
 
 

@@ -117,3 +117,24 @@ def test_rotary_by_hand() -> None:
     cos, signed = torch.stack([a.cos(), a.cos()])[None], torch.stack([-a.sin(), a.sin()])[None]
     y = rotary(torch.tensor([[[1.0, 2.0]]]), cos, signed)
     assert y[0, 0].tolist() == pytest.approx([(a.cos() - 2 * a.sin()).item(), (2 * a.cos() + a.sin()).item()], rel=1e-6)
+
+
+def test_inference_entry_points_match_the_autograd_ones_and_check_layouts() -> None:
+    from reinforge.kernels.layers import rms_norm_rows, rotary_rows, swiglu_halves
+
+    g = torch.Generator().manual_seed(0)
+    x, weight = torch.randn(6, 16, generator=g), torch.rand(16, generator=g)
+    assert torch.equal(rms_norm_rows(x, weight, 1e-6), rms_norm(x, weight, 1e-6))
+    gate_up = torch.randn(6, 20, generator=g)
+    assert torch.equal(swiglu_halves(gate_up), swiglu(gate_up[:, :10].contiguous(), gate_up[:, 10:].contiguous()))
+    qkv = torch.randn(6, 3 * 2 * 8, generator=g)  # q | k | v of 2 heads of 8: rotate the first 4 heads
+    table = torch.randn(6, 16, generator=g)  # cos | sin side by side, as the decoder tabulates them
+    cos, sin = table[:, None, :8], table[:, None, 8:]
+    expected = rotary(qkv[:, :32].reshape(6, 4, 8), cos, sin)
+    assert torch.equal(rotary_rows(qkv, 4, 8, cos, sin), expected)
+    with pytest.raises(ValueError, match="do not fit"):
+        rotary_rows(qkv, 7, 8, cos, sin)  # 56 values per row, 48 there
+    with pytest.raises(ValueError, match="contiguous"):
+        rms_norm_rows(x.t(), weight, 1e-6)
+    with pytest.raises(ValueError, match="2 I"):
+        swiglu_halves(gate_up[:, :9])

@@ -119,6 +119,12 @@ def test_refuses_bad_inputs() -> None:
         packed_attention(q, k, v[:-1], plan, 1.0)
     with pytest.raises(ValueError, match=f"the rows compute {len(q)} tokens, q has {len(q) + 1}"):
         packed_attention(*(torch.cat([t, t[:1]]) for t in (q, k, v)), plan, 1.0)  # a token no row computes
+    bad_source = plan.source.clone()
+    bad_source[0, 0] = len(q)
+    with pytest.raises(ValueError, match="outside"):
+        packed_attention(q, k, v, RowPlan(bad_source, plan.first, plan.length), 1.0)
+    with pytest.raises(ValueError, match="first <= length <= its slots"):
+        RowPlan(plan.source, plan.first, plan.length + plan.source.shape[1])
     with pytest.raises(ValueError, match="one entry per row"):
         RowPlan(plan.source, plan.first[:-1], plan.length)
 
