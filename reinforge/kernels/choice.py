@@ -49,5 +49,11 @@ def _log_unavailable(setting: str, reason: str) -> None:
 
 
 def usable(tensor: torch.Tensor, mode: str) -> bool:
-    """Whether a call on `tensor` can take the C kernels: CPU float32, and in auto mode one torch thread."""
-    return tensor.device.type == "cpu" and tensor.dtype == torch.float32 and (mode == "native" or torch.get_num_threads() == 1)
+    """Whether a call on `tensor` can take the C kernels: CPU float32, not under autocast (whose
+    matmuls would hand them bf16 activations), and in auto mode one torch thread."""
+    return (
+        tensor.device.type == "cpu"
+        and tensor.dtype == torch.float32
+        and not torch.is_autocast_enabled("cpu")
+        and (mode == "native" or torch.get_num_threads() == 1)
+    )

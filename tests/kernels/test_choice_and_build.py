@@ -65,5 +65,7 @@ def test_modes_threads_and_dtypes() -> None:
         torch.set_num_threads(1)
         assert choice.usable(x, "auto")
         assert not choice.usable(x.double(), "native") and not choice.usable(x.bfloat16(), "native")
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # bf16 autocast: its matmuls hand out bf16
+            assert not choice.usable(x, "native")
     finally:
         torch.set_num_threads(threads)
