@@ -264,6 +264,7 @@ int packed_attention_forward(
     const int64_t *source, int64_t width, const int64_t *first, const int64_t *length, int64_t R,
     float *out, float *lse, int64_t H, int64_t KVH, int64_t D, float scale)
 {
+    if (R == 0 || width == 0) return 0;  /* nothing to attend (and no zero-size scratch to allocate) */
 #define FORWARD(dim) forward(q, k, v, source, width, first, length, R, out, lse, H, KVH, dim, scale)
     BY_HEAD_DIM(FORWARD, D)
 }
@@ -278,6 +279,7 @@ int packed_attention_backward(
     const int64_t *source, int64_t width, const int64_t *first, const int64_t *length, int64_t R,
     float *dq, float *dk, float *dv, int64_t H, int64_t KVH, int64_t D, float scale)
 {
+    if (R == 0 || width == 0) return 0;
 #define BACKWARD(dim) backward(q, k, v, out, lse, d_out, source, width, first, length, R, dq, dk, dv, H, KVH, dim, scale)
     BY_HEAD_DIM(BACKWARD, D)
 }

@@ -151,3 +151,11 @@ def test_config_reaches_the_learner_and_reference() -> None:
     assert build_reference(cfg, model).packed_kernels == "torch"
     with pytest.raises(Exception, match="packed_kernels"):
         load_config("default", ["algo.packed_kernels=fast"])
+
+
+def test_no_rows_no_tokens() -> None:
+    empty = torch.zeros(0, 2, 8, requires_grad=True)
+    plan = RowPlan(torch.zeros(0, 0, dtype=torch.long), torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long))
+    out = packed_attention(empty, empty, empty, plan, 1.0)
+    out.sum().backward()
+    assert out.shape == (0, 2, 8) and empty.grad.shape == (0, 2, 8)
