@@ -50,8 +50,9 @@ ALWAYS_INLINE void gather(const float *x, const int64_t *src, int64_t n, int64_t
 }
 
 /* A block of QB consecutive queries of one row and head is computed together: every key chunk is
-   loaded once for the QB of them, and their QB accumulators are independent, so the FMAs do not
-   wait on each other (one query at a time waited on a single accumulator's latency: 2.5x slower). */
+   loaded once for the QB of them, and their QB accumulators are independent of each other
+   (one layer's forward + backward on the micro model's 8 x 8 batch: 15.7 ms against 17.9 one
+   query at a time). */
 #define QB 4
 
 /* scores[i * stride + s] = scale * queries[i] . keys_t[:, s] for s < limit[i], -inf from there to
