@@ -142,6 +142,13 @@ class FusedLlamaDecoder:
             # A copy, so an optimizer step never changes what a given policy version samples.
             return None if t is None else t.detach().to(dtype, copy=True)
 
+        def matrix(t: torch.Tensor) -> torch.Tensor:
+            # A copy laid out [in, out] and viewed back as [out, in]: F.linear then multiplies by a
+            # contiguous [in, out] matrix, which the CPU GEMM takes without re-packing a transposed
+            # one at every decode step (a 64-row step's matmuls 1.1-1.5x faster on their own).
+            return t.detach().t().to(dtype).contiguous().t()
+
+
         self.layers = []
         for layer in model.model.layers:
             attn, mlp = layer.self_attn, layer.mlp
@@ -151,20 +158,20 @@ class FusedLlamaDecoder:
             self.layers.append(
                 _Layer(
                     input_norm=w(layer.input_layernorm.weight),
-                    qkv_weight=w(torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])),
+                    qkv_weight=matrix(torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])),
                     qkv_bias=None if biases[0] is None else w(torch.cat(biases)),
-                    o_weight=w(attn.o_proj.weight),
+                    o_weight=matrix(attn.o_proj.weight),
                     o_bias=w(attn.o_proj.bias),
                     post_norm=w(layer.post_attention_layernorm.weight),
-                    gate_up_weight=w(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
+                    gate_up_weight=matrix(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
                     gate_up_bias=w(gate_up_bias),
-                    down_weight=w(mlp.down_proj.weight),
+                    down_weight=matrix(mlp.down_proj.weight),
                     down_bias=w(mlp.down_proj.bias),
                 )
             )
         self.embed = w(model.model.embed_tokens.weight)
         self.final_norm = w(model.model.norm.weight)
-        self.lm_head = w(model.lm_head.weight)
+        self.lm_head = matrix(model.lm_head.weight)
 
     def _rms_norm(self, x: torch.Tensor, weight: torch.Tensor, native: bool = False) -> torch.Tensor:
         if native:  # CPU float32 (`usable`), contiguous: embeddings, residual sums
