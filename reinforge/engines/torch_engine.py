@@ -13,6 +13,7 @@ base architecture that receives the merged weights W + s * B @ A at every `sync_
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,11 +50,16 @@ class HFDecoder:
 
     def __init__(self, model: PreTrainedModel):
         self.model = model
+        # transformers 5.24 renamed the forward's `past_key_values` to `cache` (the old name is
+        # deprecated, to be removed in 5.40); earlier versions, which pyproject allows, know only the old.
+        # (A peft model's forward takes **kwargs and passes them to its base model's.)
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        self.cache_keyword = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
     def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int):
         positions = (attention_mask.long().cumsum(1) - 1).clamp(min=0)
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=True)
-        state = _HFState(out.past_key_values, attention_mask, attention_mask.sum(1))
+        state = _HFState(out[self.cache_keyword], attention_mask, attention_mask.sum(1))
         return out.logits[:, -1].float(), state
 
     def step(self, tokens: torch.Tensor, state: _HFState) -> torch.Tensor:
@@ -62,10 +68,10 @@ class HFDecoder:
             input_ids=tokens[:, None],
             attention_mask=state.attention_mask,
             position_ids=state.next_position[:, None],
-            past_key_values=state.cache,
             use_cache=True,
+            **{self.cache_keyword: state.cache},
         )
-        state.cache, state.next_position = out.past_key_values, state.next_position + 1
+        state.cache, state.next_position = out[self.cache_keyword], state.next_position + 1
         return out.logits[:, -1].float()
 
 

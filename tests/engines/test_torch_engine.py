@@ -287,6 +287,25 @@ def test_sync_weights_rebuilds_the_fused_decoder(sharp_nano_model, arithmetic_pr
     assert {g.policy_version for g in after} == {1}
 
 
+def test_decoder_matrices_are_copies_laid_out_in_by_out(sharp_nano_model) -> None:
+    # [in, out] in memory is what makes the decode step's GEMMs cheaper (llama_decoder: matrix);
+    # a copy, so that an optimizer step never changes what a policy version samples.
+    decoder = FusedLlamaDecoder(sharp_nano_model)
+    attn, mlp = sharp_nano_model.model.layers[0].self_attn, sharp_nano_model.model.layers[0].mlp
+    layer = decoder.layers[0]
+    expected = {
+        "qkv": (layer.qkv_weight, torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])),
+        "o": (layer.o_weight, attn.o_proj.weight),
+        "gate_up": (layer.gate_up_weight, torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
+        "down": (layer.down_weight, mlp.down_proj.weight),
+        "lm_head": (decoder.lm_head, sharp_nano_model.lm_head.weight),
+    }
+    for name, (ours, theirs) in expected.items():
+        assert torch.equal(ours, theirs), name
+        assert ours.t().is_contiguous() and not ours.is_contiguous(), name
+        assert ours.data_ptr() != theirs.data_ptr(), name
+
+
 def test_generate_restores_training_mode(tokenizer, arithmetic_prompts) -> None:
     from reinforge.models.tiny_llama import build_tiny_llama
 
@@ -302,6 +321,9 @@ def test_empty_prompt_list_and_empty_prompt(sharp_nano_model, tokenizer) -> None
         engine.generate([[1, 5], []], GREEDY)
 
 
+# The fallback passes its cache under the name the installed transformers takes (`cache` from
+# 5.24, when `past_key_values` became a deprecated alias due to go in 5.40).
+@pytest.mark.filterwarnings("error:.*past_key_values:FutureWarning")
 def test_non_llama_model_runs_through_the_hf_fallback(tokenizer, arithmetic_prompts) -> None:
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=len(tokenizer), n_embd=32, n_layer=2, n_head=2, n_positions=64)
