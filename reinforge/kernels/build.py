@@ -23,9 +23,12 @@ from pathlib import Path
 
 # -O3 vectorizes the loops; the relaxed-math flags let the compiler reorder the sums (what the
 # vector code needs) and keep infinities and NaNs (-inf marks masked slots), unlike -ffast-math.
+# On AVX-512 CPUs gcc and clang still prefer 256-bit vectors unless asked (older Intel cores
+# clocked down on 512-bit ones): asked, the packed attention's backward ran 1.2x faster on a
+# Sapphire-Rapids-class Xeon (forward 1.08x); elsewhere the flag changes nothing.
 FLAGS = [
-    "-O3", "-march=native", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math",
-    "-fassociative-math", "-fno-signed-zeros", "-freciprocal-math",
+    "-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno",
+    "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros", "-freciprocal-math",
 ]
 
 

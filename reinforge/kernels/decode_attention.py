@@ -5,7 +5,7 @@ Why: at a decode step each (row, head) pair attends one query over its cached ke
 calls and their buffers), more than the pair's arithmetic, so a small model's decode attention runs
 far below memory bandwidth. The C loop reads each pair's keys and values once and does the rest in
 registers: 1.3-3.3x SDPA's speed per call at 64-256 rows, and the `micro` model's rollout about 1.15x
-(`python benchmarks/native_attention.py`). It runs on one thread: with more torch threads,
+(`python benchmarks/decode_kernels.py`). It runs on one thread: with more torch threads,
 SDPA spreads the pairs over them, so `engine.decode_kernels: auto` takes C only on one
 (reinforge.kernels.choice).
 
