@@ -148,7 +148,6 @@ class FusedLlamaDecoder:
             # one at every decode step (a 64-row step's matmuls 1.1-1.5x faster on their own).
             return t.detach().t().to(dtype).contiguous().t()
 
-
         self.layers = []
         for layer in model.model.layers:
             attn, mlp = layer.self_attn, layer.mlp
