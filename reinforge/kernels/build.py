@@ -25,10 +25,12 @@ from pathlib import Path
 # vector code needs) and keep infinities and NaNs (-inf marks masked slots), unlike -ffast-math.
 # On AVX-512 CPUs gcc and clang still prefer 256-bit vectors unless asked (older Intel cores
 # clocked down on 512-bit ones): asked, the packed attention's backward ran 1.2x faster on a
-# Sapphire-Rapids-class Xeon (forward 1.08x); elsewhere the flag changes nothing.
+# Sapphire-Rapids-class Xeon (forward 1.08x); on x86 CPUs without AVX-512 it changes nothing, and
+# it is an x86 option (an ARM compiler would refuse it).
+X86 = platform.machine().lower() in {"x86_64", "amd64", "i386", "i686"}
 FLAGS = [
-    "-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-shared", "-fopenmp-simd", "-fno-math-errno",
-    "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros", "-freciprocal-math",
+    "-O3", "-march=native", *(["-mprefer-vector-width=512"] if X86 else []), "-fPIC", "-shared", "-fopenmp-simd",
+    "-fno-math-errno", "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros", "-freciprocal-math",
 ]
 
 
