@@ -52,7 +52,7 @@ from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.factory import build_env
 from reinforge.learner.batch import collate
-from reinforge.learner.packed_forward import plan_packing, worth_packing
+from reinforge.learner.packed_forward import native_kernels_usable, plan_packing, worth_packing
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.models.loading import load_model_and_tokenizer
@@ -126,7 +126,8 @@ def reinforge_alone(width: int, compile_forward: bool, steps: int) -> tuple["Rei
 def computed_positions(learner: PolicyLearner, batch) -> int:
     """Positions the update's forward computes: the padded batch's, or its distinct tokens when packed."""
     packing = plan_packing(batch.input_ids, batch.attention_mask)
-    return packing.num_tokens if learner.pack and worth_packing(packing, batch.input_ids) else batch.input_ids.numel()
+    native = native_kernels_usable(learner.model, learner.packed_kernels)
+    return packing.num_tokens if learner.pack and worth_packing(packing, batch.input_ids, native) else batch.input_ids.numel()
 
 
 class Clock:

@@ -248,7 +248,7 @@ class AlgoConfig(Section):
     )
     pack_sequences: bool = Field(
         True,
-        description="Learner and reference forwards compute each distinct token once: no pads, and a prefix that rows share (a group's prompt) once for all of them (Prefix Grouper, Liu et al. 2025); same log-probs, gradients to float rounding. For Llama, Mistral and Qwen2 models, when it saves 5% of the positions or more; off under compile_forward. See the README, 'Benchmarks'.",
+        description="Learner and reference forwards compute each distinct token once: no pads, and a prefix that rows share (a group's prompt) once for all of them (Prefix Grouper, Liu et al. 2025); same log-probs, gradients to float rounding. For Llama, Mistral and Qwen2 models, with the C kernels (algo.packed_kernels) always, with torch's ops when it saves 5% of the positions or more; off under compile_forward. See the README, 'Benchmarks'.",
     )
     packed_kernels: Literal["auto", "torch", "native"] = Field(
         "auto",

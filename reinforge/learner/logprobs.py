@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedModel
 
-from reinforge.learner.packed_forward import packed_token_logprobs, plan_packing, worth_packing
+from reinforge.learner.packed_forward import native_kernels_usable, packed_token_logprobs, plan_packing, worth_packing
 
 
 def token_logprobs(
@@ -25,12 +25,12 @@ def token_logprobs(
     log-probs: two passes over the [positions, vocabulary] log-probs saved). The temperature must be the sampling
     temperature so these match the engine's behaviour log-probs.
     `pack` (a model `packed_forward.supports`): each distinct token is computed once, pads never,
-    when that saves enough (reinforge.learner.packed_forward); positions before a pad are then 0;
+    when that is faster (`worth_packing`: always with the C kernels); positions before a pad are then 0;
     `packed_kernels`: auto, torch or native (reinforge.kernels.choice).
     """
     if pack:
         packing = plan_packing(input_ids, attention_mask)
-        if worth_packing(packing, input_ids):
+        if worth_packing(packing, input_ids, native_kernels_usable(model, packed_kernels)):
             return packed_token_logprobs(
                 model, input_ids, attention_mask, packing, temperature, entropy_grad, entropy, packed_kernels
             )

@@ -10,6 +10,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCau
 
 from reinforge.config import LoraConfig
 from reinforge.learner.batch import TrainingBatch
+from reinforge.learner import logprobs as logprobs_module
 from reinforge.learner.logprobs import token_logprobs
 from reinforge.learner.packed_forward import packed_token_logprobs, plan_packing, supports
 from reinforge.learner.policy_learner import PolicyLearner
@@ -129,13 +130,24 @@ def test_lora_adapters_apply_and_switch_off():
     assert (base - adapted).abs().max() > 1e-3
 
 
-def test_token_logprobs_packs_only_when_it_saves():
+def test_token_logprobs_packs_when_it_saves_or_when_the_c_kernels_run(monkeypatch):
     model = small(LlamaForCausalLM, LlamaConfig)
-    distinct = torch.arange(1, 41).view(4, 10)  # nothing shared, no pads: the padded forward runs
+    distinct = torch.arange(1, 41).view(4, 10)  # nothing shared, no pads: packing saves no position
     mask = torch.ones_like(distinct)
-    assert torch.equal(token_logprobs(model, distinct, mask, pack=True)[0], token_logprobs(model, distinct, mask)[0])
+    padded = token_logprobs(model, distinct, mask)[0]
+    packed_calls = []
+    real_packed = logprobs_module.packed_token_logprobs
+    monkeypatch.setattr(logprobs_module, "packed_token_logprobs", lambda *a, **k: packed_calls.append(1) or real_packed(*a, **k))
+    # torch's ops: the padded forward runs, bit for bit
+    assert torch.equal(token_logprobs(model, distinct, mask, pack=True, packed_kernels="torch")[0], padded)
+    assert packed_calls == []
+    # the C kernels pack all the same (faster than the padded forward even then): equal to rounding
+    with_c = token_logprobs(model, distinct, mask, pack=True, packed_kernels="native")[0]
+    assert packed_calls == [1]
+    assert torch.allclose(with_c, padded, atol=1e-5, rtol=0)
     ids, mask = right_padded(grpo_rows())
-    packed = token_logprobs(model, ids, mask, pack=True)[0]
+    packed = token_logprobs(model, ids, mask, pack=True, packed_kernels="torch")[0]
+    assert packed_calls == [1, 1]
     assert (packed[~mask[:, 1:].bool()] == 0).all()  # the packed forward ran: pads come back 0
 
 
