@@ -215,7 +215,7 @@ class FusedLlamaDecoder:
                 qk = rotate(qkv[:, : q_size + kv_size].view(-1, heads + kv_heads, head_dim), cos, sin)
             q, k = qk[:, :heads], qk[:, heads:]
             v = qkv[:, q_size + kv_size :].view(-1, kv_heads, head_dim)
-            attn = self._attention(i, q, k, v, state, prompt, start, end)  # [N, heads, head_dim]
+            attn = self._attention(i, q, k, v, state, prompt, start, end, native)  # [N, heads, head_dim]
             hidden = hidden + F.linear(attn.reshape(-1, q_size), layer.o_weight, layer.o_bias)
             x = self._rms_norm(hidden, layer.post_norm, native)
             gate_up = F.linear(x, layer.gate_up_weight, layer.gate_up_bias)
@@ -228,8 +228,9 @@ class FusedLlamaDecoder:
         state.length = end
         return hidden if prompt is None else hidden[prompt.last]
 
-    def _attention(self, i: int, q, k, v, state: DecodeState, prompt: _Prompt | None, start: int, end: int) -> torch.Tensor:
-        """Write layer i's keys and values of the N tokens to the cache; their attention outputs [N, heads, head_dim]."""
+    def _attention(self, i: int, q, k, v, state: DecodeState, prompt: _Prompt | None, start: int, end: int, native: bool) -> torch.Tensor:
+        """Write layer i's keys and values of the N tokens to the cache; their attention outputs [N, heads, head_dim]
+        (a decode step's in C where `native`)."""
         keys, values = state.keys[i], state.values[i]
         if prompt is None and state.shared is not None:
             slot = start - state.shared.length  # sampled tokens only in the rows' own cache
@@ -242,7 +243,7 @@ class FusedLlamaDecoder:
         if prompt is None:
             keys[:, :, start] = k
             values[:, :, start] = v
-            if self.native and choice.usable(keys, self.decode_kernels):
+            if native:
                 return decode_attention.decode_attention(q, keys, values, state.key_bias, end)
             q = q.unsqueeze(2)  # [B, heads, 1, head_dim]
             mask = state.key_bias[..., :end]

@@ -116,24 +116,25 @@ class _SwiGLU(torch.autograd.Function):
         return d_gate, d_up
 
 
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, transpose: int) -> torch.Tensor:
+    """x [T, heads, d] rotated by cos, sin [T, d] (contiguous); transpose = 1: the inverse rotation."""
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    tokens, heads, dim = x.shape
+    _call("rotary", x.data_ptr(), heads * dim, cos.data_ptr(), sin.data_ptr(), dim, y.data_ptr(), tokens, heads, dim, transpose)
+    return y
+
+
 class _Rotary(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, cos, sin):
-        x = x.contiguous()
-        y = torch.empty_like(x)
-        tokens, heads, dim = x.shape
-        _call("rotary", x.data_ptr(), heads * dim, cos.data_ptr(), sin.data_ptr(), dim, y.data_ptr(), tokens, heads, dim, 0)
         ctx.save_for_backward(cos, sin)
-        return y
+        return _rotate(x, cos, sin, 0)
 
     @staticmethod
     def backward(ctx, dy):
         cos, sin = ctx.saved_tensors
-        dy = dy.contiguous()
-        dx = torch.empty_like(dy)
-        tokens, heads, dim = dy.shape
-        _call("rotary", dy.data_ptr(), heads * dim, cos.data_ptr(), sin.data_ptr(), dim, dx.data_ptr(), tokens, heads, dim, 1)
-        return dx, None, None
+        return _rotate(dy, cos, sin, 1), None, None
 
 
 # Inference only (the engine's decode step, under inference_mode): the same kernels without the

@@ -40,8 +40,9 @@ from reinforge.kernels import choice, layers, packed_attention
 from reinforge.kernels.packed_attention import RowPlan
 from reinforge.models.lora import is_lora_model
 
-# Packing moves every token between the packed and padded layouts once per layer (a few passes
-# over the activations): below this share of saved positions the padded forward is as fast.
+# With torch's kernels packing moves every token between the packed and padded layouts once per
+# layer (a few passes over the activations): below this share of saved positions the padded
+# forward is as fast. The C kernels need no such moves (`worth_packing`).
 MIN_SAVED_SHARE = 0.05
 # A second attention call (with an explicit mask, slower per query than a causal one) for the
 # rows that diverge late, when their queries can start at this share of the width or later.
@@ -176,7 +177,7 @@ def packed_logits(model: PreTrainedModel, packing: Packing, kernels: str = "auto
     hidden = inner.embed_tokens(packing.token_ids)  # [U, H]
     cos, sin = inner.rotary_emb(hidden, packing.positions[None])
     cos, sin = cos[0].unsqueeze(1), signed_sin(sin[0]).unsqueeze(1)  # [U, 1, head_dim]: broadcast over heads
-    native = native_kernels_wanted(kernels) and choice.usable(hidden, kernels)
+    native = native_kernels_usable(model, kernels)  # the same decision as token_logprobs' to pack
     for layer in inner.layers:
         hidden = hidden + _attention(layer.self_attn, _norm(layer.input_layernorm, hidden, native), cos, sin, packing, native)
         hidden = hidden + _mlp(layer.mlp, _norm(layer.post_attention_layernorm, hidden, native), native)
