@@ -411,7 +411,7 @@ class TelemetryConfig(Section):
     progress: bool = Field(True, description="Live progress display (rich).")
     tensorboard: bool = Field(True, description="Also write TensorBoard event files.")
     wandb: Literal["auto", "on", "off"] = Field(
-        "auto", description="Weights & Biases in offline mode: auto = when the wandb package is installed."
+        "off", description="Weights & Biases in offline mode (a local wandb/ folder): on, off (the default: telemetry the user did not ask for stays off), or auto = when the wandb package is installed."
     )
 
     @field_validator("wandb", mode="before")

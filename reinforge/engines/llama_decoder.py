@@ -411,4 +411,4 @@ def shared_prompt_attention(
     own_scores = torch.matmul(q, keys.transpose(-1, -2))  # [B, kv, rep, S]
     prompt_weights, own_weights = torch.cat([prompt_scores, own_scores], dim=-1).softmax(-1).split([prompt_len, keys.shape[2]], dim=-1)
     from_prompt = by_row(torch.matmul(by_group(prompt_weights), prompt_values))
-    return (from_prompt + torch.matmul(own_weights, values)).view(rows, heads, dim)
+    return (from_prompt + torch.matmul(own_weights, values)).reshape(rows, heads, dim)  # not contiguous when rep > 1 (GQA)
