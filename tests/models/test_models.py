@@ -104,14 +104,16 @@ def test_saved_model_loads_with_plain_transformers(tmp_path, tokenizer, sharp_na
         assert torch.equal(model2.eval()(ids).logits, original)
 
 
-def test_missing_model_path_says_hub_downloads_are_not_available(tmp_path) -> None:
+def test_missing_model_path_says_what_was_expected(tmp_path, monkeypatch) -> None:
     missing = tmp_path / "nope"
-    with pytest.raises(ModelLoadError, match="no hub downloads") as info:
+    with pytest.raises(ModelLoadError, match="expected a local Hugging Face model directory .*a .gguf file, a Hub id") as info:
         check_model_dir(str(missing))
     assert str(missing) in str(info.value)
     assert isinstance(info.value, ValueError)
-    with pytest.raises(ModelLoadError, match="no hub downloads"):
-        load_model_and_tokenizer("meta-llama/Llama-3.2-1B")  # a hub id is not a directory
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a Hub id is looked up in the cache only: no network in tests
+    with pytest.raises(ModelLoadError, match="not in the Hugging Face cache .*HF_HUB_OFFLINE is set"):
+        load_model_and_tokenizer("meta-llama/Llama-3.2-1B")
 
 
 def test_directory_without_config_is_rejected(tmp_path) -> None:
