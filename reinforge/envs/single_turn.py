@@ -13,6 +13,13 @@ class PromptFormatError(ValueError):
     pass
 
 
+NO_TEMPLATE = (
+    "rollout.prompt_format=chat but the tokenizer has no chat template (no 'chat_template' in its tokenizer_config.json or "
+    "chat_template.jinja): use rollout.prompt_format=raw (a base model's completion prompts), or give the tokenizer the "
+    "template its model was trained with (tokenizer.chat_template = '...'; tokenizer.save_pretrained(DIR))"
+)
+
+
 def chat_messages(task: Task) -> list[dict]:
     return task.prompt if isinstance(task.prompt, list) else [{"role": "user", "content": task.prompt}]
 
@@ -30,11 +37,12 @@ class SingleTurnEnv:
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, prompt_format: str = "auto"):
         self.tokenizer = tokenizer
+        self.requested_format = prompt_format
         has_template = bool(getattr(tokenizer, "chat_template", None))
         if prompt_format == "auto":
             prompt_format = "chat" if has_template else "raw"
         if prompt_format == "chat" and not has_template:
-            raise PromptFormatError("rollout.prompt_format=chat but the tokenizer has no chat template; use raw")
+            raise PromptFormatError(NO_TEMPLATE)
         self.prompt_format = prompt_format
         self.chat = ChatFormat(tokenizer) if prompt_format == "chat" else None
         end = self.chat.end_of_turn_id if self.chat is not None else tokenizer.eos_token_id
@@ -46,7 +54,10 @@ class SingleTurnEnv:
             return self.chat.prompt_ids(chat_messages(task))
         if isinstance(task.prompt, list):
             raise PromptFormatError(
-                f"task {task.id} has a chat prompt but rollout.prompt_format=raw; use chat with a tokenizer that has a chat template"
+                f"task {task.id} has a chat prompt (chat messages in its data, or a system message from task.system_prompt) but "
+                f"rollout.prompt_format={self.requested_format} renders prompts as raw text"
+                + (" because the tokenizer has no chat template" if self.requested_format == "auto" else "")
+                + ": use a tokenizer with a chat template and rollout.prompt_format=chat or auto, or remove task.system_prompt"
             )
         return self.tokenizer(task.prompt).input_ids
 

@@ -1,12 +1,15 @@
 """`reinforge eval --model DIR --samples K`: score a saved model on the held-out tasks.
 
-Loads a local Hugging Face model directory and the held-out split of the configured task source
+Loads a Hugging Face model (directory, Hub id, .gguf or fetched name: reinforge.models.model_source) and the held-out split of the configured task source
 (the run's own config when the model is inside a run directory: reinforge.evals.eval_config),
 runs `evaluate` (greedy + K samples per task, the same code the training loop uses), and reports
 greedy accuracy, mean@K and pass@k (k >= 2) with 95% bootstrap CIs, overall and per task family:
 as a table on the terminal, and as `eval.json` / `eval.md` (plus every response in
 `eval_records.jsonl`) in the output directory. mean@K is also pass@1 (the unbiased pass@1 from K
-samples is the fraction solved), so it is one column, and the output says so.
+samples is the fraction solved), so it is one column, and the output says so. It says which
+prompt the model got (format, system prompt, instruction, the first prompt as the model reads it)
+and which answer extractor read the responses, and counts greedy responses where no answer was
+found apart from wrong answers (evals.prompt_report): a base model's accuracy before RL.
 """
 
 from __future__ import annotations
@@ -31,9 +34,13 @@ from reinforge.envs.single_turn import PromptFormatError
 from reinforge.run.process_settings import configure_process
 from reinforge.trainer.rl_loop import episode_token_budget
 from reinforge.models.loading import ModelLoadError, check_model_dir, load_model_and_tokenizer
+from reinforge.models.model_source import resolve_model_path
 from reinforge.run.preflight import check_device
 from reinforge.tasks.registry import check_task_config, load_tasks
 from reinforge.evals.eval_metrics import summarize
+from reinforge.evals.prompt_report import answer_counts, counts_line, prompt_lines, prompt_settings
+from reinforge.run.task_fit import check_prompt_sizes, model_context, run_tokenizer
+from reinforge.tasks.task import TaskSplits
 from reinforge.evals.evaluation import evaluate, verifier_pool
 from reinforge.evals.value_voting import voting_metrics
 from reinforge.values.value_heads import success_head_for_eval
@@ -65,7 +72,7 @@ def check_eval_config(cfg: Config, output: Path) -> None:
     check_env_config(cfg)
     check_device(cfg)
     if cfg.model.path is None:
-        raise ConfigError("model.path: reinforge eval needs --model DIR, a local Hugging Face model directory")
+        raise ConfigError("model.path: reinforge eval needs --model: a Hugging Face model directory, Hub id, .gguf file or fetched model name")
     try:
         check_model_dir(cfg.model.path)
     except ModelLoadError as err:
@@ -102,8 +109,8 @@ def render_markdown(summary: dict[str, Any], settings: dict[str, Any]) -> str:
         "",
         f"- model: `{settings['model']}`",
         f"- tasks: {summary['tasks']} held-out ({settings['task_source']}), seed {settings['seed']}",
-        f"- greedy, and {summary['samples']} samples per task at temperature {settings['temperature']}, "
-        f"max {settings['max_new_tokens']} new tokens",
+        (f"- greedy, and {summary['samples']} samples per task at temperature {settings['temperature']}, " if summary["samples"]
+         else "- greedy only, ") + f"max {settings['max_new_tokens']} new tokens",
         f"- brackets: {summary['ci_level']:.0%} percentile-bootstrap CI over tasks, in percent",
         *([f"- {MEAN_IS_PASS_1.format(k=summary['samples'])}"] if summary["samples"] else []),
         f"- config: {settings['config_source']}",
@@ -127,10 +134,14 @@ def print_report(summary: dict[str, Any], console: Console | None = None) -> Non
 
 
 def run_eval(
-    cfg: Config, output: Path | None = None, k_values: Sequence[int] | None = None, config_source: str = "given config"
+    cfg: Config, output: Path | None = None, k_values: Sequence[int] | None = None, config_source: str = "given config",
+    samples: int | None = None,
 ) -> dict[str, Any]:
     """Evaluate `cfg.model.path` on the held-out tasks of `cfg.task`; returns what eval.json holds.
-    `config_source` says where `cfg` came from; it is printed first and kept in the report."""
+    `config_source` says where `cfg` came from; it is printed first and kept in the report.
+    `samples`: sampled completions per task (default cfg.eval.samples; 0: greedy only)."""
+    if samples is not None and samples < 0:
+        raise ConfigError(f"--samples {samples}: give 0 (greedy only) or more sampled completions per task")
     out = output or default_output_dir()
     check_eval_config(cfg, out)
     Console().print(f"config: {escape(config_source)}", highlight=False)
@@ -140,22 +151,30 @@ def run_eval(
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed).eval
     if not tasks:
         raise ConfigError(f"task source {cfg.task.source!r} produced no held-out tasks; raise task.eval_size")
+    # With the tokenizer alone, before the weights load: a chat format without a chat template, a
+    # chat prompt (a system prompt) under raw format, a prompt longer than the context.
+    check_prompt_sizes(tasks, cfg, build_env(cfg, run_tokenizer(cfg, TaskSplits([], tasks))), model_context(cfg))
     model, tokenizer = load_model_and_tokenizer(cfg.model.path)
     model = model.to(cfg.model.device)
     env = build_env(cfg, tokenizer)
     try:
-        env.prompt_ids(tasks[0])  # a chat prompt under raw format fails here, not mid-batch
+        prompting = prompt_settings(cfg, env, tasks)
     except PromptFormatError as err:
         raise ConfigError(f"rollout.prompt_format: {err}") from None
+    console = Console(highlight=False)
+    for line in prompt_lines(prompting):
+        console.print(escape(line))
+    if prompting["first_prompt"] is not None:
+        console.print(f"first prompt, as the model reads it: {escape(repr(prompting['first_prompt']))}")
     engine = TorchEngine(model.eval(), tokenizer.pad_token_id, dtype=cfg.rollout.engine_dtype)
-    samples = cfg.eval.samples
+    samples = cfg.eval.samples if samples is None else samples
     max_new_tokens = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
     start = time.perf_counter()
     with closing_env(env), verifier_pool(cfg.reward.workers, cfg.reward.timeout_s, cfg.reward.isolation) as verify:
         metrics, records = evaluate(
             engine, env, tasks, max_new_tokens, samples, cfg.rollout.temperature, seed=cfg.trainer.seed,
             max_episode_tokens=episode_token_budget(cfg, model), verify=verify,
-            score_samples=success_head_for_eval(cfg, Path(cfg.model.path), model),  # None unless the run trained one
+            score_samples=success_head_for_eval(cfg, resolve_model_path(cfg.model.path), model),  # None unless the run trained one
         )
     seconds = time.perf_counter() - start
 
@@ -169,6 +188,10 @@ def run_eval(
         "config_source": config_source,
     }
     report = {**settings, "task": cfg.task.model_dump(mode="json"), "seconds": seconds, "metrics": metrics, **summary}
+    report["prompting"] = prompting
+    counts = answer_counts(records)
+    if counts is not None:
+        report["answers"] = counts
     voting = voting_metrics(records)  # majority / best-of-n / weighted voting by the success head, when there is one
     if voting:
         report["voting"] = voting
@@ -179,7 +202,10 @@ def run_eval(
     games = any(key.startswith("game/vs-") for key in metrics)  # a game run: win / draw / loss per opponent
     if games:
         from reinforge.games.eval_report import games_markdown, print_games
-    (out / "eval.md").write_text(render_markdown(summary, settings) + ("\n" + games_markdown(metrics) if games else ""))
+    prompt_md = "\n".join(f"- {line}" for line in [*prompt_lines(prompting), *([counts_line(counts)] if counts else [])])
+    (out / "eval.md").write_text(
+        render_markdown(summary, settings) + "\n" + prompt_md + "\n" + ("\n" + games_markdown(metrics) if games else "")
+    )
     with open(out / "eval_records.jsonl", "w") as f:
         for record in records:
             f.write(json.dumps(record) + "\n")
@@ -187,7 +213,8 @@ def run_eval(
     print_report(summary)
     if games:
         print_games(metrics)
-    console = Console(highlight=False)
+    if counts is not None:
+        console.print(counts_line(counts))
     if summary["samples"]:
         console.print(MEAN_IS_PASS_1.format(k=summary["samples"]))
     if voting:

@@ -18,6 +18,7 @@ import numpy as np
 
 from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.base import Env
+from reinforge.rewards.answer_extraction import task_answer
 from reinforge.rollout.episode_metrics import episode_metrics
 from reinforge.rollout.episode_parts import agent_failed
 from reinforge.rollout.episodes import rollout_groups
@@ -67,11 +68,13 @@ def evaluate(
 
     Metrics: `accuracy` (greedy), `mean@{samples}` (fraction of the samples drawn at
     `temperature` that solve the task; also the unbiased pass@1), `pass@{samples}` when samples > 1
-    (unbiased estimator, here: some sample solves it), `accuracy/{family}` per task family, `eval_tasks`, and for multi-turn envs the
-    greedy episodes' tool use (`reinforge.rollout.episode_metrics`). Records hold the task id,
+    (unbiased estimator, here: some sample solves it), `accuracy/{family}` per task family, `eval_tasks`, `no_answer` (the
+    fraction of greedy responses in which the task's answer extractor found no answer: unsolved, but not a wrong answer), and
+    for multi-turn envs the greedy episodes' tool use (`reinforge.rollout.episode_metrics`). Records hold the task id,
     prompt, answer, family, greedy response (and its turn-by-turn transcript when there are
-    several turns) and correctness, and the sampled responses with their correctness
-    (`sample_correct`), which `eval_metrics.summarize` turns into CIs.
+    several turns), the answer extracted from it (`extracted`, None when there was none) and
+    correctness, and the sampled responses with their correctness (`sample_correct`), which
+    `eval_metrics.summarize` turns into CIs.
 
     Episodes run through the same rollout loop as training (one batched engine call per turn):
     greedy, then `samples` per task at `temperature`. A task counts as solved by a response when
@@ -123,6 +126,7 @@ def evaluate(
             "prompt": task.prompt,
             "answer": task.answer,
             "greedy": response,
+            "extracted": task_answer(task, response),
             "correct": solved[i],
             "samples": responses,
             "sample_correct": solved[first : first + samples],
@@ -143,6 +147,7 @@ def evaluate(
         metrics[f"accuracy/{family}"] = float(np.mean([r["correct"] for r in records if record_family(r) == family]))
     metrics.update(voting_metrics(records))
     metrics["eval_tasks"] = float(len(tasks))
+    metrics["no_answer"] = float(np.mean([r["extracted"] is None for r in records])) if records else 0.0
     metrics["verify_errors"] = float(sum(e is not None for e in errors))
     if hasattr(env, "run_groups"):  # agent episodes without a result: counted, and not solved
         metrics["agent_failures"] = float(sum(agent_failed(t) for t in greedy + sampled))

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from reinforge.import_paths import is_import_path
+from reinforge.rewards.answer_extraction import numeric_reference, strict_form
 from reinforge.rewards.base import RewardFn
 from reinforge.rewards.code_reward import CodeTestsReward, DifficultyWeightedTests
 from reinforge.rewards.env_reward import EnvReward
@@ -14,7 +15,7 @@ from reinforge.rewards.judge import RubricJudge
 from reinforge.rewards.shaping import LengthPenalty, OverlongPenalty
 from reinforge.rewards.verifiers import verify
 from reinforge.rollout.trajectory import Trajectory
-from reinforge.tasks.task import Task
+from reinforge.tasks.task import ANSWER_EXTRACTORS, Task
 
 
 class VerifierReward:
@@ -45,6 +46,30 @@ class FormatReward:
         return 1.0 if self.pattern.fullmatch(trajectory.response_text.strip()) else 0.0
 
 
+class AnswerFormatReward:
+    """1.0 when the response states its final answer in the strict form of an answer extractor, as
+    the last thing it writes (`<answer>X</answer>`; `\\boxed{X}`; a last line `#### X`; ending on
+    the number for last_number: answer_extraction.strict_form), and, if `require_stop`, the policy
+    ended the response itself. Correctness is the verifier's business: the verifier reads the answer
+    in any form, and this component rewards the form, so a run can weigh both.
+
+    `extractor`: the form asked for; default (None) the task's own `answer_extractor`, where `auto`
+    accepts any of the forms (the bare number only for numeric tasks)."""
+
+    deterministic = True
+
+    def __init__(self, extractor: str | None = None, require_stop: bool = True):
+        if extractor is not None and extractor not in ANSWER_EXTRACTORS:
+            raise ValueError(f"answer_format reward: unknown extractor {extractor!r}; valid: {', '.join(ANSWER_EXTRACTORS)}")
+        self.extractor, self.require_stop = extractor, require_stop
+
+    def __call__(self, task: Task, trajectory: Trajectory) -> float:
+        if self.require_stop and trajectory.finish_reason != "stop":
+            return 0.0
+        form = self.extractor or task.answer_extractor
+        return 1.0 if strict_form(trajectory.response_text, form, numeric=numeric_reference(task)) else 0.0
+
+
 def reward_model(**params: Any) -> RewardFn:
     """A RewardModelReward, imported on use: torch and transformers take seconds to import, and
     reward worker processes (which never run a reward model) should start fast."""
@@ -56,6 +81,7 @@ def reward_model(**params: Any) -> RewardFn:
 REWARD_FUNCTIONS: dict[str, Callable[..., RewardFn]] = {
     "verifier": VerifierReward,
     "format": FormatReward,
+    "answer_format": AnswerFormatReward,
     "overlong": OverlongPenalty,
     "length": LengthPenalty,
     "reward_model": reward_model,

@@ -13,7 +13,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from reinforge.rewards.verifiers import extract_answer, normalize, parse_number
+from reinforge.rewards.answer_extraction import task_answer
+from reinforge.rewards.verifiers import normalize, parse_number
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 
@@ -43,7 +44,7 @@ class MajorityVote:
     common extracted answer of the group, ties broken by first occurrence; a response scores 1 when
     its answer equals the pseudo-label, else 0.
 
-    Answers are `extract_answer` then whitespace/case `normalize`; with `numeric=True`, answers
+    Answers are the task's extracted answers (`Task.answer_extractor`) then whitespace/case `normalize`; with `numeric=True`, answers
     that parse as numbers vote by value ("4", "4.0" and "8/2" agree). Empty answers never vote and
     never agree. `last_label` and `last_agreement` (the fraction of the group that agrees with the
     pseudo-label: how confident the vote is) describe the latest call, for metrics.
@@ -58,8 +59,8 @@ class MajorityVote:
         self.last_label: str | None = None
         self.last_agreement: float = 0.0
 
-    def answer_key(self, response: str) -> str:
-        answer = normalize(extract_answer(response))
+    def answer_key(self, task: Task, response: str) -> str:
+        answer = normalize(task_answer(task, response) or "")
         if self.numeric:
             value = parse_number(answer)
             if value is not None:
@@ -67,7 +68,7 @@ class MajorityVote:
         return answer
 
     def __call__(self, task: Task, trajectories: list[Trajectory]) -> list[float]:
-        keys = [self.answer_key(t.response_text) for t in trajectories]
+        keys = [self.answer_key(task, t.response_text) for t in trajectories]
         votes = Counter(k for k in keys if k)
         if not votes:
             self.last_label, self.last_agreement = None, 0.0

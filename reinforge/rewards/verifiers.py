@@ -2,8 +2,11 @@
 
 A verifier is a plain function `(task, response) -> float` registered by name in `VERIFIERS`;
 a task names its verifier in `Task.verifier`, so one run can mix tasks checked differently.
-Each verifier receives the whole response and extracts the answer itself, so a verifier that
-cares about the rest of the text (format, reasoning) can be added without changing this file.
+Each verifier receives the whole response and extracts the answer itself, with the extractor the
+task names (`Task.answer_extractor`, reinforge.rewards.answer_extraction): correctness is judged
+on the extracted answer, whatever format stated it; a response with no answer scores 0. A
+verifier that cares about the rest of the text (format, reasoning) can be added without changing
+this file.
 """
 
 from __future__ import annotations
@@ -12,20 +15,17 @@ import functools
 import json
 import math
 import re
-from fractions import Fraction
 from typing import Any, Callable
 
 from reinforge.import_paths import ImportPathError, check_call, is_import_path, load_object
+# extract_answer, parse_number and the tags are imported from here by other modules too.
+from reinforge.rewards.answer_extraction import ANSWER_CLOSE, ANSWER_OPEN, answer_value, extract_answer, parse_number, task_answer  # noqa: F401
 from reinforge.tasks.task import Task
-
-ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 
 # Tolerances of the numeric verifier: relative, plus a tiny absolute one so that a reference of
 # exactly 0 still accepts float noise such as 1e-17.
 NUMERIC_REL_TOL = 1e-6
 NUMERIC_ABS_TOL = 1e-12
-
-_THOUSANDS = re.compile(r"^[+-]?\d{1,3}(,\d{3})+(\.\d*)?$")
 
 
 class UnknownVerifierError(KeyError):
@@ -35,53 +35,27 @@ class UnknownVerifierError(KeyError):
         return str(self.args[0])
 
 
-def extract_answer(response: str) -> str:
-    """The content of the last complete `<answer>...</answer>`, else the whole stripped response.
-
-    Searching backwards from the last closing tag means earlier drafts ("<answer>5</answer> no,
-    wait ... <answer>7</answer>") and stray opening tags do not leak into the answer.
-    """
-    end = response.rfind(ANSWER_CLOSE)
-    start = response.rfind(ANSWER_OPEN, 0, end) if end >= 0 else -1
-    if start < 0:
-        return response.strip()
-    return response[start + len(ANSWER_OPEN) : end].strip()
-
-
 def normalize(text: str) -> str:
     """Case and whitespace are not part of an answer's meaning for exact matching."""
     return " ".join(text.split()).casefold()
 
 
-def parse_number(text: str) -> float | None:
-    """A finite number written as an integer, decimal, scientific, `a/b` fraction or `1,234`.
-
-    Returns None for anything else (including nan and inf), so a malformed answer scores 0
-    instead of raising.
-    """
-    text = text.strip()
-    if _THOUSANDS.match(text):
-        text = text.replace(",", "")
-    try:
-        value = float(text)
-    except ValueError:
-        try:
-            value = float(Fraction(text))
-        except (ValueError, ZeroDivisionError, OverflowError):
-            return None
-    return value if math.isfinite(value) else None
-
-
 def exact(task: Task, response: str) -> float:
-    return 1.0 if normalize(extract_answer(response)) == normalize(task.answer) else 0.0
+    answer = task_answer(task, response)
+    return 1.0 if answer is not None and normalize(answer) == normalize(task.answer) else 0.0
 
 
 def numeric(task: Task, response: str) -> float:
+    """The extracted answer's number equals the reference within NUMERIC_REL_TOL. With
+    answer_extractor=response the whole answer must be a number (the bare answers of the tiny
+    recipes); with the others, words, `$` and `\\frac{a}{b}` around it are allowed ("#### $18",
+    "<answer>x = 5</answer>"): answer_extraction.answer_value."""
     reference = parse_number(task.answer)
     if reference is None:
         # A bad reference is a data bug, not a bad sample: say so instead of scoring 0 forever.
         raise ValueError(f"task {task.id!r}: reference answer {task.answer!r} is not a number (verifier 'numeric')")
-    value = parse_number(extract_answer(response))
+    answer = task_answer(task, response)
+    value = None if answer is None else answer_value(answer, lenient=task.answer_extractor != "response")
     if value is None:
         return 0.0
     return 1.0 if math.isclose(value, reference, rel_tol=NUMERIC_REL_TOL, abs_tol=NUMERIC_ABS_TOL) else 0.0
@@ -96,11 +70,15 @@ def _reasoning_gym_scorer(dataset: str) -> Callable[[str, dict[str, Any]], float
 
 
 def reasoning_gym_score(task: Task, response: str) -> float:
-    """Delegates to the dataset's own scorer, which needs the full generated entry."""
+    """Delegates to the dataset's own scorer (given the extracted answer), which needs the full
+    generated entry. No extracted answer scores 0 without asking it."""
     dataset, entry = task.metadata.get("dataset"), task.metadata.get("entry")
     if dataset is None or entry is None:
         raise ValueError(f"task {task.id!r}: verifier 'reasoning_gym' needs metadata['dataset'] and metadata['entry']")
-    return float(_reasoning_gym_scorer(dataset)(extract_answer(response), entry))
+    answer = task_answer(task, response)
+    if answer is None:
+        return 0.0
+    return float(_reasoning_gym_scorer(dataset)(answer, entry))
 
 
 # --------------------------------------------------------------------------- math (math-verify)
@@ -127,14 +105,16 @@ def _math_gold(answer: str) -> list:
 
 def math_equal(task: Task, response: str) -> float:
     """Symbolic equality by math-verify: LaTeX, fractions, `\\boxed{}`, expressions (x^2+2x+1 ==
-    (x+1)^2), sets and intervals. The answer is the `<answer>` content, else the whole response
-    (where math-verify finds the last `\\boxed{}` or expression itself)."""
+    (x+1)^2), sets and intervals. The answer is the task's extracted answer (with the default
+    extractor the `<answer>` content, else the whole response, where math-verify finds the last
+    `\\boxed{}` or expression itself)."""
     from math_verify import verify as math_verify
 
     gold = _math_gold(task.answer)
     if not gold:
         raise ValueError(f"task {task.id!r}: reference answer {task.answer!r} is not parseable math (verifier 'math')")
-    predicted = _math_parse(extract_answer(response))
+    answer = task_answer(task, response)
+    predicted = _math_parse(answer) if answer is not None else []
     if not predicted:
         return 0.0
     return 1.0 if math_verify(gold, predicted, timeout_seconds=None) else 0.0
@@ -163,7 +143,8 @@ def multiple_choice(task: Task, response: str) -> float:
     reference = parse_choice(task.answer)
     if reference is None:
         raise ValueError(f"task {task.id!r}: reference answer {task.answer!r} is not an option letter A-Z (verifier 'multiple_choice')")
-    return 1.0 if parse_choice(extract_answer(response)) == reference else 0.0
+    answer = task_answer(task, response)
+    return 1.0 if answer is not None and parse_choice(answer) == reference else 0.0
 
 
 # --------------------------------------------------------------------------- JSON schema
@@ -194,7 +175,9 @@ def json_schema(task: Task, response: str) -> float:
         validator = _schema_validator(json.dumps(schema, sort_keys=True))
     except ValueError as err:
         raise ValueError(f"task {task.id!r}: {err} (verifier 'json_schema')") from None
-    text = extract_answer(response)
+    text = task_answer(task, response)
+    if text is None:
+        return 0.0
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1)
@@ -222,7 +205,8 @@ def regex(task: Task, response: str) -> float:
         compiled = _compiled(pattern)
     except re.error as err:
         raise ValueError(f"task {task.id!r}: invalid regex {pattern!r}: {err} (verifier 'regex')") from None
-    return 1.0 if compiled.fullmatch(extract_answer(response)) else 0.0
+    answer = task_answer(task, response)
+    return 1.0 if answer is not None and compiled.fullmatch(answer) else 0.0
 
 
 VERIFIERS: dict[str, Callable[[Task, str], float]] = {

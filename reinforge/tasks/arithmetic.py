@@ -26,7 +26,10 @@ from typing import Any
 from reinforge.config import ConfigError, TaskConfig
 from reinforge.tasks.task import Task, TaskSplits
 
-DEFAULTS: dict[str, Any] = {"digits": 2, "teacher_accuracy": 0.4, "op": "+", "digits_b": None, "tool_traces": 0.0}
+DEFAULTS: dict[str, Any] = {"digits": 2, "teacher_accuracy": 0.4, "op": "+", "digits_b": None, "tool_traces": 0.0, "question": "{a}{op}{b}="}
+# `question` words the problem: "{a}{op}{b}=" is a completion prompt for a model trained from scratch;
+# an instruct model reads a question better ("What is {a} + {b}?": SmolLM2-135M-Instruct's greedy
+# accuracy on 2-digit sums went 12% with "What is 12+34=?" to 16-17%, recipes/smollm2.yaml).
 
 
 def add_without_carry(a: int, b: int) -> int:
@@ -38,13 +41,13 @@ def add_without_carry(a: int, b: int) -> int:
     return result
 
 
-def make_task(a: int, b: int, teacher_correct: bool, digits: int | None = None) -> Task:
+def make_task(a: int, b: int, teacher_correct: bool, digits: int | None = None, question: str = DEFAULTS["question"]) -> Task:
     answer = a + b
     shown = answer if teacher_correct else add_without_carry(a, b)
     has_carry = add_without_carry(a, b) != answer
     return Task(
         id=f"add-{a}-{b}",
-        prompt=f"{a}+{b}=",
+        prompt=question.format(a=a, b=b, op="+"),
         answer=str(answer),
         verifier="numeric",
         demonstration=str(shown),
@@ -66,11 +69,11 @@ def calculator_trace(expression: str, result: str) -> list[dict]:
     ]
 
 
-def make_product_task(a: int, b: int, with_tool: bool) -> Task:
+def make_product_task(a: int, b: int, with_tool: bool, question: str = DEFAULTS["question"]) -> Task:
     answer = str(a * b)
     return Task(
         id=f"mul-{a}-{b}",
-        prompt=f"{a}*{b}=",
+        prompt=question.format(a=a, b=b, op="*"),
         answer=answer,
         verifier="numeric",
         demonstration=calculator_trace(f"{a}*{b}", answer) if with_tool else answer,
@@ -83,6 +86,7 @@ def _params(cfg: TaskConfig) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"task.params: unknown arithmetic parameter(s) {sorted(unknown)}; valid: {sorted(DEFAULTS)}")
     params = {**DEFAULTS, **cfg.params}
+    _check_question(params["question"])
     mixed = params["digits"]
     if isinstance(mixed, list):
         if not mixed or not all(isinstance(d, int) and not isinstance(d, bool) and 1 <= d <= 9 for d in mixed) or len(set(mixed)) != len(mixed):
@@ -117,6 +121,15 @@ def _params(cfg: TaskConfig) -> dict[str, Any]:
     return params
 
 
+def _check_question(question: Any) -> None:
+    if not isinstance(question, str) or "{a}" not in question or "{b}" not in question:
+        raise ConfigError(f"task.params.question must be text holding {{a}} and {{b}} (and optionally {{op}}), e.g. 'What is {{a}} + {{b}}?'; got {question!r}")
+    try:
+        question.format(a=1, b=2, op="+")
+    except (KeyError, IndexError, ValueError) as err:
+        raise ConfigError(f"task.params.question {question!r}: only {{a}}, {{b}} and {{op}} can be filled in ({type(err).__name__}: {err}); write a literal brace as {{{{ or }}}}") from None
+
+
 def check(cfg: TaskConfig) -> None:
     _params(cfg)
 
@@ -138,8 +151,8 @@ def load(cfg: TaskConfig, seed: int) -> TaskSplits:
 
     def make(pair: tuple[int, int], demo_draw: float) -> Task:
         if params["op"] == "*":
-            return make_product_task(*pair, with_tool=demo_draw < params["tool_traces"])
-        return make_task(*pair, teacher_correct=demo_draw < params["teacher_accuracy"])
+            return make_product_task(*pair, with_tool=demo_draw < params["tool_traces"], question=params["question"])
+        return make_task(*pair, teacher_correct=demo_draw < params["teacher_accuracy"], question=params["question"])
 
     held_out: set[tuple[int, int]] = set()
     while len(held_out) < cfg.eval_size:
@@ -168,11 +181,11 @@ def load_mixed(cfg: TaskConfig, params: dict[str, Any], seed: int) -> TaskSplits
     while len(held_out) < cfg.eval_size:
         a, b, digits = draw()
         held_out.setdefault((a, b), digits)
-    eval_tasks = [make_task(a, b, True, digits) for (a, b), digits in sorted(held_out.items())]
+    eval_tasks = [make_task(a, b, True, digits, params["question"]) for (a, b), digits in sorted(held_out.items())]
     rng.shuffle(eval_tasks)
     train_tasks = []
     while len(train_tasks) < cfg.train_size:
         a, b, digits = draw()
         if (a, b) not in held_out:
-            train_tasks.append(make_task(a, b, rng.random() < params["teacher_accuracy"], digits))
+            train_tasks.append(make_task(a, b, rng.random() < params["teacher_accuracy"], digits, params["question"]))
     return TaskSplits(train=train_tasks, eval=eval_tasks)

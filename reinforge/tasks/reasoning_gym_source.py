@@ -2,7 +2,9 @@
 
 `task.dataset` names the generator and `task.params` is its config (for example
 `{min_terms: 2, max_terms: 4}` for chain_sum). Each task keeps the generated entry in its
-metadata, because reasoning-gym's scorers read more than the answer string from it.
+metadata, because reasoning-gym's scorers read more than the answer string from it. Prompts are
+the bare questions; `DEFAULT_INSTRUCTION` is added to them unless `task.instruction` replaces it
+(tasks.prompting, applied by tasks.registry.load_tasks).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from reinforge.tasks.task import Task, TaskSplits
 
 log = logging.getLogger(__name__)
 
-ANSWER_INSTRUCTION = "Give your final answer inside <answer></answer> tags."
+DEFAULT_INSTRUCTION = "Give your final answer inside <answer></answer> tags."
 
 # seed and size are set from trainer.seed and task.train_size / task.eval_size.
 _MANAGED_PARAMS = ("seed", "size")
@@ -60,7 +62,7 @@ def make_task(dataset: str, split: str, index: int, entry: dict[str, Any]) -> Ta
     oracle = entry["answer"]
     return Task(
         id=f"{dataset}/{split}/{index}",
-        prompt=f"{entry['question']}\n\n{ANSWER_INSTRUCTION}",
+        prompt=entry["question"],
         answer="" if oracle is None else str(oracle),
         verifier="reasoning_gym",
         # Warm-up teaches the answer format the prompt asks for.

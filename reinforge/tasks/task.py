@@ -10,6 +10,10 @@ from typing import Any
 # A prompt is either plain text or a list of chat messages ({"role": ..., "content": ...}).
 Prompt = str | list[dict[str, str]]
 
+# Where a verifier finds the final answer in a response (reinforge.rewards.answer_extraction); the
+# names are listed here, below the rewards that implement them, so that a Task can check its own.
+ANSWER_EXTRACTORS = ("response", "auto", "answer_tags", "boxed", "gsm8k", "last_number")
+
 
 @dataclass
 class Task:
@@ -20,7 +24,9 @@ class Task:
     (None means: use `answer`): a string, or for multi-turn envs the messages that follow the
     prompt in Hugging Face chat format (assistant turns, with `tool_calls` as
     [{"type": "function", "function": {"name", "arguments"}}], and tool results as role "tool"
-    messages). `metadata` carries whatever a source's verifier needs.
+    messages). `metadata` carries whatever a source's verifier needs. `answer_extractor` says
+    where the verifier finds the final answer in a response (one of ANSWER_EXTRACTORS;
+    `task.answer_extractor` in the config sets it for every task of a run).
     """
 
     id: str
@@ -29,6 +35,13 @@ class Task:
     verifier: str = "exact"
     demonstration: str | list[dict] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    answer_extractor: str = "response"
+
+    def __post_init__(self) -> None:
+        if self.answer_extractor not in ANSWER_EXTRACTORS:
+            raise ValueError(
+                f"task {self.id!r}: unknown answer_extractor {self.answer_extractor!r}; valid: {', '.join(ANSWER_EXTRACTORS)}"
+            )
 
     @property
     def sft_target(self) -> str | list[dict]:

@@ -152,7 +152,7 @@ def test_eval_command_with_a_missing_model_dir_exits_2(tmp_path, capsys) -> None
     code = main(["eval", "--model", str(tmp_path / "nowhere"), "--output", str(tmp_path / "out")])
     assert code == 2
     err = capsys.readouterr().err
-    assert "not a local directory" in err and "no hub downloads" in err
+    assert "not a local directory" in err and "expected a local Hugging Face model directory" in err
     assert not (tmp_path / "out").exists()
 
 
@@ -234,3 +234,40 @@ def test_a_run_config_that_does_not_load_is_named(tmp_path) -> None:
     (run / "config.yaml").write_text(yaml.safe_dump(tree))
     with pytest.raises(ConfigError, match=r"(?s)config\.yaml, the config of the run .*eval_size.* --recipe NAME"):
         eval_config(str(run / "final"), None, [])
+
+
+# --- which prompt and extractor, and "no answer" apart from "wrong" ---
+
+
+def test_eval_reports_its_prompt_and_extractor_and_counts_no_answer_apart(model_dir, tmp_path, capsys) -> None:
+    out = tmp_path / "eval"
+    code = main([
+        "eval", "--model", str(model_dir), "--samples", "0", "--output", str(out), "task.eval_size=6", "rollout.prompt_format=chat",
+        "task.system_prompt='Be brief.'", "task.instruction='What is {question}?'", "task.answer_extractor=answer_tags",
+    ])
+    assert code == 0
+    report = json.loads((out / "eval.json").read_text())
+    prompting = report["prompting"]
+    assert (prompting["prompt_format"], prompting["system_prompt"], prompting["answer_extractor"]) == ("chat", "Be brief.", "answer_tags")
+    assert prompting["instruction"] == "What is {question}?" and prompting["instruction_from"] == "task.instruction"
+    assert prompting["first_prompt"].startswith("<bos><|system|>Be brief.<|end|><|user|>What is ")
+    # the nano model never writes answer tags: no answer is found in any response, and none is "wrong"
+    assert report["answers"] == {"correct": 0, "wrong": 0, "no_answer": 6}
+    assert report["metrics"]["no_answer"] == 1.0 and report["samples"] == 0 and list(report["overall"]) == ["accuracy"]
+    md = (out / "eval.md").read_text()
+    assert "- greedy only, max" in md and "- answer extractor: answer_tags" in md and "0 correct, 0 wrong, 6 with no answer" in md
+    printed = capsys.readouterr().out
+    assert "system prompt: 'Be brief.'" in printed and "first prompt, as the model reads it" in printed
+
+
+def test_answer_counts_split_unsolved_into_wrong_and_no_answer() -> None:
+    from reinforge.evals.prompt_report import answer_counts
+
+    records = [
+        {"correct": True, "extracted": "7"},
+        {"correct": False, "extracted": "8"},
+        {"correct": False, "extracted": None},
+        {"correct": True, "extracted": None},  # a user's verifier may accept a response the extractor found nothing in
+    ]
+    assert answer_counts(records) == {"correct": 2, "wrong": 1, "no_answer": 1}
+    assert answer_counts([{"correct": True}]) is None  # game records carry no extraction

@@ -49,7 +49,7 @@ def test_trained_reward_model_prefers_correct_sums(reward_model_dir):
 
 
 def test_missing_reward_model_dir_is_a_clear_error(tmp_path):
-    with pytest.raises(ModelLoadError, match="reward model .* not a local directory.*no hub downloads"):
+    with pytest.raises(ModelLoadError, match="reward model .* is not a local directory.*expected a local Hugging Face model directory"):
         RewardModelReward(str(tmp_path / "nope"))
     with pytest.raises(ModelLoadError, match="config.json"):
         RewardModelReward(str(tmp_path))

@@ -7,6 +7,7 @@ import pytest
 from reinforge.config import ConfigError, TaskConfig
 from reinforge.rewards.verifiers import verify
 from reinforge.tasks import reasoning_gym_source
+from reinforge.tasks.registry import load_tasks
 
 
 def rg_config(dataset: str | None = "chain_sum", **kwargs) -> TaskConfig:
@@ -16,10 +17,11 @@ def rg_config(dataset: str | None = "chain_sum", **kwargs) -> TaskConfig:
 
 @pytest.mark.parametrize("dataset", ["chain_sum", "basic_arithmetic", "leg_counting"])
 def test_dataset_answer_round_trips_through_verifier(dataset: str) -> None:
-    splits = reasoning_gym_source.load(rg_config(dataset), seed=0)
+    splits = load_tasks(rg_config(dataset), seed=0)  # with the source's default instruction (tasks.prompting)
     for task in splits.train[:5] + splits.eval[:5]:
         assert task.verifier == "reasoning_gym" and task.metadata["dataset"] == dataset
-        assert "<answer>" in task.prompt and task.prompt.startswith(task.metadata["entry"]["question"])
+        question = task.metadata["entry"]["question"]
+        assert task.prompt == f"{question}\n\n{reasoning_gym_source.DEFAULT_INSTRUCTION}" and "<answer>" in task.prompt
         assert verify(task, f"Let me think.\n<answer>{task.answer}</answer>") == 1.0
         assert verify(task, task.sft_target) == 1.0
         assert verify(task, "<answer>definitely not it</answer>") < 1.0
