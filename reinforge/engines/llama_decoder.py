@@ -22,6 +22,8 @@ pay there, at float rounding).
 
 from __future__ import annotations
 
+import functools
+import logging
 from dataclasses import dataclass
 
 import torch
@@ -31,19 +33,50 @@ from transformers import PreTrainedModel
 from reinforge.engines.shared_prefixes import first_rows_with_prefix
 from reinforge.kernels import choice, decode_attention, layers
 
+logger = logging.getLogger(__name__)
+
 SUPPORTED_MODEL_TYPES = {"llama", "mistral", "qwen2"}
 MIN_PACKED_TOKENS = 64  # prompt batches with fewer real tokens run their pads through the matmuls too
 KERNEL_SOURCES = (decode_attention.SOURCE, layers.SOURCE)
 
 
-def supports(model: PreTrainedModel) -> bool:
+def unsupported_reason(model: PreTrainedModel) -> str | None:
+    """Why the fused decoder cannot run `model` exactly as its `transformers` forward does, or None.
+
+    It runs Llama-family decoders: RMSNorm, rotary attention with any number of query heads per
+    key/value head (grouped-query attention), SwiGLU, biases on any projection (Qwen2's q, k, v;
+    Llama's attention_bias / mlp_bias), tied or separate embeddings, each layer's own attention
+    `scaling`, and every RoPE variant the model's own `rotary_emb` computes (default, linear,
+    llama3, yarn, dynamic, longrope: cos, sin and their attention scaling are taken from the
+    module, never re-derived). It does not run sliding-window attention or another activation;
+    such a model samples through the engine's `transformers` fallback (HFDecoder)."""
     config = model.config
-    return (
-        config.model_type in SUPPORTED_MODEL_TYPES
-        and getattr(config, "hidden_act", "silu") == "silu"
-        and not getattr(config, "use_sliding_window", False)
-        and getattr(config, "sliding_window", None) is None
-    )
+    if config.model_type not in SUPPORTED_MODEL_TYPES:
+        return f"model_type {config.model_type!r} is not one of {sorted(SUPPORTED_MODEL_TYPES)}"
+    if getattr(config, "hidden_act", "silu") != "silu":
+        return f"hidden_act {config.hidden_act!r}: the fused MLP is SwiGLU (silu)"
+    window = getattr(config, "sliding_window", None)
+    context = getattr(config, "max_position_embeddings", None)
+    # A window as long as the context never binds: that is full attention (Qwen2 configs that keep
+    # `sliding_window` with use_sliding_window false, Mistral ones with window = context).
+    if window is not None and (context is None or window < context):
+        return f"sliding-window attention (sliding_window={window} < max_position_embeddings={context})"
+    layer_types = set(getattr(config, "layer_types", None) or ["full_attention"])
+    if layer_types != {"full_attention"}:
+        return f"layer_types {sorted(layer_types)}: only full attention is fused"
+    inner = getattr(model, "model", None)
+    rotary = getattr(inner, "rotary_emb", None)
+    if rotary is None or not isinstance(getattr(rotary, "rope_type", "default"), str):
+        return "no single rotary_emb module to take cos and sin from (per-layer-type RoPE)"
+    for layer in inner.layers:
+        attn = layer.self_attn
+        if not all(hasattr(attn, name) for name in ("q_proj", "k_proj", "v_proj", "o_proj", "scaling", "head_dim")):
+            return f"attention module {type(attn).__name__} is not a Llama-style one (q/k/v/o projections, scaling, head_dim)"
+    return None
+
+
+def supports(model: PreTrainedModel) -> bool:
+    return unsupported_reason(model) is None
 
 
 @dataclass
@@ -58,6 +91,7 @@ class _Layer:
     gate_up_bias: torch.Tensor | None
     down_weight: torch.Tensor
     down_bias: torch.Tensor | None
+    scaling: float  # the attention's softmax scale (attn.scaling: head_dim**-0.5 in Llama, Qwen2, Mistral)
 
 
 @dataclass
@@ -89,15 +123,23 @@ class DecodeState:
     length: int  # cache slots used
     shared: SharedPrompt | None = None
 
+    def cache_bytes(self) -> int:
+        """Bytes the keys and values hold (a shared prompt's once): at most
+        reinforge.engines.kv_cache.kv_cache_bytes of the call's rows and tokens."""
+        tensors = self.keys + self.values + ([] if self.shared is None else self.shared.keys + self.shared.values)
+        return sum(t.numel() * t.element_size() for t in tensors)
+
     def keep(self, rows: torch.Tensor) -> None:
-        if self.shared is not None:  # the kept rows no longer come in groups: each gets its prompt back
-            groups = rows // self.shared.group_size
-            self.keys = [torch.cat([p.index_select(0, groups), k.index_select(0, rows)], dim=2) for p, k in zip(self.shared.keys, self.keys)]
-            self.values = [torch.cat([p.index_select(0, groups), v.index_select(0, rows)], dim=2) for p, v in zip(self.shared.values, self.values)]
-            self.shared = None
-        else:
-            self.keys = [k.index_select(0, rows) for k in self.keys]
-            self.values = [v.index_select(0, rows) for v in self.values]
+        # Layer by layer, each old tensor dropped once its replacement exists: the cache never
+        # holds more than its old size plus one layer's new tensor (reinforge.engines.kv_cache).
+        shared, self.shared = self.shared, None
+        for cache, prompts in ((self.keys, None if shared is None else shared.keys), (self.values, None if shared is None else shared.values)):
+            for i in range(len(cache)):
+                if prompts is None:
+                    cache[i] = cache[i].index_select(0, rows)
+                else:  # the kept rows no longer come in groups: each gets its prompt back
+                    cache[i] = torch.cat([prompts[i].index_select(0, rows // shared.group_size), cache[i].index_select(0, rows)], dim=2)
+                    prompts[i] = None
         self.key_bias = self.key_bias.index_select(0, rows)
         self.next_position = self.next_position.index_select(0, rows)
 
@@ -121,8 +163,9 @@ class FusedLlamaDecoder:
     def __init__(self, model: PreTrainedModel, dtype: torch.dtype = torch.float32, decode_kernels: str = "auto"):
         """`decode_kernels` (engine.decode_kernels): auto, torch or native; whether a CPU float32
         step runs its attention, RMSNorm, rotary and SwiGLU in C (reinforge.kernels) or in torch."""
-        if not supports(model):
-            raise ValueError(f"FusedLlamaDecoder does not support model_type={model.config.model_type!r}")
+        reason = unsupported_reason(model)
+        if reason is not None:
+            raise ValueError(f"FusedLlamaDecoder cannot run this model: {reason}; TorchEngine samples it through transformers instead")
         config = model.config
         self.dtype = dtype
         self.decode_kernels = decode_kernels
@@ -130,13 +173,18 @@ class FusedLlamaDecoder:
         self.native = on_cpu and dtype == torch.float32 and choice.wanted(decode_kernels, "engine.decode_kernels", KERNEL_SOURCES)
         self.heads = config.num_attention_heads
         self.kv_heads = getattr(config, "num_key_value_heads", None) or self.heads
-        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
+        self.head_dim = model.model.layers[0].self_attn.head_dim
         self.eps = config.rms_norm_eps
         self.rotary = model.model.rotary_emb
         # Dynamic RoPE variants rescale their frequencies from the longest position seen in each
         # call, so only static ones can be tabulated once per batch.
         rope_type = getattr(self.rotary, "rope_type", "default")
         self.static_rope = isinstance(rope_type, str) and "dynamic" not in rope_type and rope_type != "longrope"
+        # Those two switch frequencies by the longest position of a call, so past the original
+        # context a cached key keeps the frequencies it was rotated with while a full forward
+        # (the learner's) rotates every position with the longest's: incremental decoding (here
+        # and in transformers) then differs from the learner (`prefill` warns).
+        self.original_context = None if self.static_rope else _original_context(config)
 
         def w(t: torch.Tensor | None) -> torch.Tensor | None:
             # A copy, so an optimizer step never changes what a given policy version samples.
@@ -166,11 +214,17 @@ class FusedLlamaDecoder:
                     gate_up_bias=w(gate_up_bias),
                     down_weight=matrix(mlp.down_proj.weight),
                     down_bias=w(mlp.down_proj.bias),
+                    scaling=float(attn.scaling),
                 )
             )
-        self.embed = w(model.model.embed_tokens.weight)
         self.final_norm = w(model.model.norm.weight)
         self.lm_head = matrix(model.lm_head.weight)
+        embed = model.model.embed_tokens.weight
+        # Tied embeddings (SmolLM2, Qwen2-0.5B): one copy serves both, [V, H] read as a strided
+        # view of the [H, V] matrix (an embedding lookup gathers a few rows either way; for
+        # SmolLM2 the second copy would be 113 MB).
+        self.tied = embed.data_ptr() == model.lm_head.weight.data_ptr() and embed.shape == model.lm_head.weight.shape
+        self.embed = self.lm_head if self.tied else w(embed)
 
     def _rms_norm(self, x: torch.Tensor, weight: torch.Tensor, native: bool = False) -> torch.Tensor:
         if native:  # CPU float32 (`usable`), contiguous: embeddings, residual sums
@@ -232,19 +286,20 @@ class FusedLlamaDecoder:
         """Write layer i's keys and values of the N tokens to the cache; their attention outputs [N, heads, head_dim]
         (a decode step's in C where `native`)."""
         keys, values = state.keys[i], state.values[i]
+        scale = self.layers[i].scaling
         if prompt is None and state.shared is not None:
             slot = start - state.shared.length  # sampled tokens only in the rows' own cache
             keys[:, :, slot] = k
             values[:, :, slot] = v
             shared = state.shared
             return shared_prompt_attention(
-                q, shared.keys[i], shared.values[i], shared.key_bias, keys[:, :, : slot + 1], values[:, :, : slot + 1]
+                q, shared.keys[i], shared.values[i], shared.key_bias, keys[:, :, : slot + 1], values[:, :, : slot + 1], scale
             )
         if prompt is None:
             keys[:, :, start] = k
             values[:, :, start] = v
             if native:
-                return decode_attention.decode_attention(q, keys, values, state.key_bias, end)
+                return decode_attention.decode_attention(q, keys, values, state.key_bias, end, scale)
             q = q.unsqueeze(2)  # [B, heads, 1, head_dim]
             mask = state.key_bias[..., :end]
         else:
@@ -257,7 +312,7 @@ class FusedLlamaDecoder:
             padded[prompt.rows, prompt.cols] = q
             q, mask = padded.transpose(1, 2), prompt.mask
         attn = F.scaled_dot_product_attention(
-            q, keys[:, :, :end], values[:, :, :end], attn_mask=mask, enable_gqa=self.kv_heads != self.heads
+            q, keys[:, :, :end], values[:, :, :end], attn_mask=mask, scale=scale, enable_gqa=self.kv_heads != self.heads
         ).transpose(1, 2)  # [B, T, heads, head_dim]
         return attn[:, 0] if prompt is None else attn[prompt.rows, prompt.cols]
 
@@ -266,18 +321,29 @@ class FusedLlamaDecoder:
         return F.linear(self._rms_norm(last_hidden.contiguous(), self.final_norm, native), self.lm_head).float()
 
     def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int) -> tuple[torch.Tensor, DecodeState]:
-        """Left-padded prompts [B, P] -> next-token logits [B, V] and a cache with room for the rest."""
+        """Left-padded prompts [B, P] -> next-token logits [B, V] and a cache with room for the
+        rest: B x (P + max_new_tokens) slots per layer, the call's own size (reinforge.engines.kv_cache)."""
+        return self._prefill(input_ids, attention_mask, max_new_tokens, max_new_tokens)
+
+    def _prefill(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int, cache_new_tokens: int
+    ) -> tuple[torch.Tensor, DecodeState]:
+        """`prefill` with room for `cache_new_tokens` sampled tokens in the cache (0: the prompt
+        only, for `prefill_shared`) and rotary positions for `max_new_tokens`."""
         batch, prompt_len = input_ids.shape
         max_len = prompt_len + max_new_tokens
+        cache_len = prompt_len + cache_new_tokens
         device = input_ids.device  # the model's (TorchEngine puts the prompts there)
-        shape = (batch, self.kv_heads, max_len, self.head_dim)
+        shape = (batch, self.kv_heads, cache_len, self.head_dim)
         valid = attention_mask.bool()
-        key_valid = torch.cat([valid, torch.ones(batch, max_new_tokens, dtype=torch.bool, device=device)], dim=1)
-        key_bias = torch.zeros(batch, max_len, dtype=self.dtype, device=device).masked_fill_(~key_valid, float("-inf"))
+        key_valid = torch.cat([valid, torch.ones(batch, cache_new_tokens, dtype=torch.bool, device=device)], dim=1)
+        key_bias = torch.zeros(batch, cache_len, dtype=self.dtype, device=device).masked_fill_(~key_valid, float("-inf"))
         rope = None
         if self.static_rope:  # positions never reach max_len: a row's position is at most its slot
             cos, sin = self.rotary(torch.empty(0, dtype=self.dtype, device=device), torch.arange(max_len, device=device)[None])
             rope = torch.cat([cos[0], signed_sin(sin[0])], dim=-1)
+        elif self.original_context is not None and max_len > self.original_context:
+            _warn_past_original_context(self.rotary.rope_type, max_len, self.original_context)
 
         def cache() -> torch.Tensor:
             # Pad slots are masked out, but must hold finite numbers: 0 * NaN would still be NaN.
@@ -307,21 +373,18 @@ class FusedLlamaDecoder:
     ) -> tuple[torch.Tensor, DecodeState]:
         """`prefill` of D distinct left-padded prompts [D, P] for D x `group_size` rows (row r
         samples prompt r // group_size): each prompt is computed and cached once, and every decode
-        step reads it once per group (shared_prompt_attention). -> logits [D x group_size, V]."""
-        logits, prompts = self.prefill(input_ids, attention_mask, max_new_tokens)
+        step reads it once per group (shared_prompt_attention). -> logits [D x group_size, V].
+        The cache: D x P prompt slots and D x group_size x max_new_tokens sampled ones per layer."""
+        logits, prompts = self._prefill(input_ids, attention_mask, max_new_tokens, 0)
         prompt_len = input_ids.shape[1]
         rows = input_ids.shape[0] * group_size
-        shared = SharedPrompt(
-            keys=[k[:, :, :prompt_len].contiguous() for k in prompts.keys],
-            values=[v[:, :, :prompt_len].contiguous() for v in prompts.values],
-            key_bias=prompts.key_bias[..., :prompt_len],
-            group_size=group_size,
-        )
+        shared = SharedPrompt(keys=prompts.keys, values=prompts.values, key_bias=prompts.key_bias, group_size=group_size)
         shape = (rows, self.kv_heads, max_new_tokens, self.head_dim)
+        key_bias = torch.cat([prompts.key_bias, prompts.key_bias.new_zeros(prompts.key_bias.shape[:-1] + (max_new_tokens,))], dim=-1)
         state = DecodeState(
             keys=[torch.empty(shape, dtype=self.dtype, device=input_ids.device) for _ in self.layers],
             values=[torch.empty(shape, dtype=self.dtype, device=input_ids.device) for _ in self.layers],
-            key_bias=prompts.key_bias.repeat_interleave(group_size, dim=0),
+            key_bias=key_bias.repeat_interleave(group_size, dim=0),
             next_position=prompts.next_position.repeat_interleave(group_size),
             rope=prompts.rope,
             length=prompt_len,
@@ -334,6 +397,22 @@ class FusedLlamaDecoder:
         last = self._forward(tokens, state.next_position, state, None)
         state.next_position = state.next_position + 1
         return self._logits(last)
+
+
+def _original_context(config) -> int | None:
+    """The context a dynamic / longrope model was trained at (its RoPE switches past it)."""
+    rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    return rope.get("original_max_position_embeddings") or getattr(config, "max_position_embeddings", None)
+
+
+@functools.cache
+def _warn_past_original_context(rope_type: str, length: int, context: int) -> None:
+    logger.warning(
+        "RoPE %r past the original context (%d > %d positions): cached keys keep the frequencies they were "
+        "rotated with, so the engine's behaviour log-probs differ from the learner's full-sequence forward "
+        "(as in transformers' own generate); keep prompt + rollout.max_new_tokens within %d",
+        rope_type, length, context, context,
+    )
 
 
 def _plan_prompt(input_ids: torch.Tensor, valid: torch.Tensor, mask: torch.Tensor) -> _Prompt:
@@ -384,13 +463,13 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 
 def shared_prompt_attention(
     q: torch.Tensor, prompt_keys: torch.Tensor, prompt_values: torch.Tensor, prompt_bias: torch.Tensor,
-    keys: torch.Tensor, values: torch.Tensor,
+    keys: torch.Tensor, values: torch.Tensor, scale: float | None = None,
 ) -> torch.Tensor:
     """One decode step's attention when groups of G consecutive rows share their prompt.
 
     q [B, heads, d]; the prompts' keys and values [D, kv_heads, P, d] with B = D x G and their
-    bias [D, 1, 1, P]; each row's sampled tokens' keys and values [B, kv_heads, S, d].
-    softmax over [prompt | sampled] scores, computed in two parts: the G rows of a group (times
+    bias [D, 1, 1, P]; each row's sampled tokens' keys and values [B, kv_heads, S, d]; `scale`
+    the softmax scale (default d**-0.5). softmax over [prompt | sampled] scores, computed in two parts: the G rows of a group (times
     the heads that share a kv head) form one [G x rep, d] x [d, P] matmul against their prompt, so
     the prompt's cache is read once per group instead of once per row (the idea of Hydragen,
     Juravsky et al. 2024, arXiv:2402.05099). Returns [B, heads, d]."""
@@ -406,7 +485,7 @@ def shared_prompt_attention(
         t = t.view(groups, kv_heads, group_size, rep, t.shape[-1]).permute(0, 2, 1, 3, 4)
         return t.reshape(rows, kv_heads, rep, t.shape[-1])
 
-    q = q.view(rows, kv_heads, rep, dim) * dim**-0.5
+    q = q.view(rows, kv_heads, rep, dim) * (dim**-0.5 if scale is None else scale)
     prompt_scores = by_row(torch.matmul(by_group(q), prompt_keys.transpose(-1, -2)).add_(prompt_bias))  # [B, kv, rep, P]
     own_scores = torch.matmul(q, keys.transpose(-1, -2))  # [B, kv, rep, S]
     prompt_weights, own_weights = torch.cat([prompt_scores, own_scores], dim=-1).softmax(-1).split([prompt_len, keys.shape[2]], dim=-1)

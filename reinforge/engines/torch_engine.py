@@ -1,9 +1,10 @@
 """The default Engine: batched sampling from a PyTorch causal LM with a KV cache.
 
 Llama-family models (llama, mistral, qwen2) take the fused decoder of `llama_decoder.py`; any
-other causal LM runs its own `transformers` forward with its own cache. Rows that finish are
-dropped from the batch as the batch thins out, so a long-tail response does not make every
-finished row keep paying for compute.
+other causal LM, and a config it cannot run (`llama_decoder.unsupported_reason`, logged: sliding
+windows, another activation), runs its own `transformers` forward with its own cache. Rows that
+finish are dropped from the batch as the batch thins out, so a long-tail response does not make
+every finished row keep paying for compute.
 
 The engine samples on its model's device (CPU or a GPU); the uniform numbers that pick tokens are
 drawn on the CPU from the seeded generator (reinforge.engines.sampling), so a seed means the same
@@ -14,6 +15,7 @@ base architecture that receives the merged weights W + s * B @ A at every `sync_
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +36,7 @@ MIN_SHARED_PROMPT = 32
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 MAX_BATCH_SIZE = 512
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -98,7 +101,10 @@ class TorchEngine:
         self.pad_token_id = pad_token_id
         self.dtype = DTYPES[dtype]
         self.max_batch_size = max_batch_size
-        self.fused = fused and llama_decoder.supports(self.model)
+        reason = llama_decoder.unsupported_reason(self.model)
+        self.fused = fused and reason is None
+        if fused and reason is not None:
+            logger.info("TorchEngine samples through transformers' forward (HFDecoder): the fused decoder cannot run this model: %s", reason)
         self.policy_version = 0
         self._decoder: llama_decoder.FusedLlamaDecoder | HFDecoder | None = None
 
@@ -167,7 +173,9 @@ class TorchEngine:
             attention_mask[row, width - len(prompt) :] = 1
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
 
-        steps = params.max_new_tokens
+        # The cache holds the call's own rows x (longest prompt + steps) (reinforge.engines.kv_cache):
+        # no row samples past its budget, so the largest budget bounds the steps.
+        steps = params.max_new_tokens if budgets is None else min(params.max_new_tokens, max(budgets))
         out_tokens = torch.zeros((batch, steps), dtype=torch.long, device=device)
         out_logprobs = torch.zeros((batch, steps), device=device)
         lengths = torch.full((batch,), steps, dtype=torch.long, device=device)  # until a row samples a stop token

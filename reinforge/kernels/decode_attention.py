@@ -37,11 +37,13 @@ def load() -> Callable[..., int]:
 
 
 def decode_attention(
-    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, key_bias: torch.Tensor, length: int
+    q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, key_bias: torch.Tensor, length: int, scale: float | None = None
 ) -> torch.Tensor:
-    """softmax(q k^T / sqrt(d) + bias) v over cache slots [0, length): q [B, heads, d]; keys and
-    values [B, kv_heads, slots, d] with the same strides; key_bias [B, 1, 1, slots] (0 or -inf).
-    -> [B, heads, d]. Every row needs one slot with bias 0 below `length`."""
+    """softmax(scale q k^T + bias) v over cache slots [0, length): q [B, heads, d]; keys and
+    values [B, kv_heads, slots, d] with the same strides (head h reads kv head h // (heads /
+    kv_heads): grouped-query attention); key_bias [B, 1, 1, slots] (0 or -inf); scale the
+    attention module's (default 1 / sqrt(d)). -> [B, heads, d]. Every row needs one slot with
+    bias 0 below `length`."""
     rows, heads, dim = q.shape
     kv_heads = keys.shape[1]
     tensors = (q, keys, values, key_bias)
@@ -58,7 +60,7 @@ def decode_attention(
         q.data_ptr(), q.stride(0), q.stride(1),
         keys.data_ptr(), values.data_ptr(), keys.stride(0), keys.stride(1), keys.stride(2),
         key_bias.data_ptr(), key_bias.stride(0),
-        out.data_ptr(), rows, heads, kv_heads, length, dim, dim**-0.5,
+        out.data_ptr(), rows, heads, kv_heads, length, dim, dim**-0.5 if scale is None else scale,
     )
     if status:
         raise MemoryError("decode_attention: out of memory for its scratch buffers")

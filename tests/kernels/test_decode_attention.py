@@ -15,10 +15,10 @@ from reinforge.engines.torch_engine import TorchEngine
 from float_bounds import EPS32, forward_bound
 
 
-def sdpa(q, keys, values, key_bias, length):
+def sdpa(q, keys, values, key_bias, length, scale=None):
     return F.scaled_dot_product_attention(
         q.unsqueeze(2), keys[:, :, :length], values[:, :, :length], attn_mask=key_bias[..., :length],
-        enable_gqa=keys.shape[1] != q.shape[1],
+        enable_gqa=keys.shape[1] != q.shape[1], scale=scale,
     )[:, :, 0]
 
 
@@ -39,7 +39,7 @@ def cache(rows, kv_heads, slots, dim, pads, seed=0):
     return keys, values, key_bias
 
 
-@pytest.mark.parametrize("heads,kv_heads,dim", [(4, 4, 32), (8, 2, 64), (4, 1, 17), (6, 3, 128)])
+@pytest.mark.parametrize("heads,kv_heads,dim", [(4, 4, 32), (8, 2, 64), (9, 3, 64), (4, 1, 17), (6, 3, 128)])
 def test_kernel_matches_sdpa(heads, kv_heads, dim) -> None:
     rows, slots, length = 5, 40, 29  # the used slots are a strided slice of a longer cache
     keys, values, key_bias = cache(rows, kv_heads, slots, dim, pads=[0, 3, 7, 1, 28])
@@ -52,6 +52,16 @@ def test_kernel_matches_sdpa(heads, kv_heads, dim) -> None:
     assert gap < attention_bound(values[:, :, :length], length), gap
     # a wrong head-to-kv-head map, slot or mask moves the output by O(1), far above the bound
     assert attention_bound(values[:, :, :length], length) < 1e-3
+
+
+def test_the_scale_is_the_callers() -> None:
+    """An attention module's own `scaling` (not always 1 / sqrt(head_dim)) reaches the kernel."""
+    keys, values, key_bias = cache(3, 3, 20, 64, pads=[0, 5, 2])
+    q = torch.randn(3, 9, 64, generator=torch.Generator().manual_seed(2))
+    ours = kernel.decode_attention(q, keys, values, key_bias, 20, scale=0.05)
+    bound = attention_bound(values, 20)
+    assert (ours - sdpa(q, keys, values, key_bias, 20, scale=0.05)).abs().max().item() < bound
+    assert (ours - sdpa(q, keys, values, key_bias, 20)).abs().max().item() > 100 * bound
 
 
 def test_masked_slots_get_no_weight() -> None:

@@ -60,8 +60,8 @@ def packed_case(heads: int, kv_heads: int, dim: int, seed: int = 0):
 
 
 @pytest.mark.parametrize(
-    "heads,kv_heads,dim", [(4, 4, 32), (4, 2, 32), (8, 2, 64), (2, 1, 128), (3, 3, 17)],
-    ids=["MHA-32", "GQA-2:1", "GQA-4:1-64", "GQA-128", "odd-17"],
+    "heads,kv_heads,dim", [(4, 4, 32), (4, 2, 32), (8, 2, 64), (9, 3, 64), (2, 1, 128), (3, 3, 17)],
+    ids=["MHA-32", "GQA-2:1", "GQA-4:1-64", "GQA-3:1-64 (SmolLM2)", "GQA-128", "odd-17"],
 )
 def test_outputs_and_gradients_match_the_definition(heads, kv_heads, dim) -> None:
     q, k, v, plan = packed_case(heads, kv_heads, dim)
