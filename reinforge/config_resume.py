@@ -14,6 +14,7 @@ RESUME_SAFE_KEYS = {
     "telemetry.progress", "telemetry.tensorboard", "trainer.steps", "trainer.threads", "trainer.cpus",
     "trainer.retain_freed_memory",
     "trainer.checkpoint_every", "trainer.keep_checkpoints", "workers.address", "workers.timeout_s",
+    "workers.startup_timeout_s",
 }
 
 # What a resumed run takes from its checkpoint instead of its config: a new value of these keys

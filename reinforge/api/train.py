@@ -83,7 +83,10 @@ def train(
                 source function load(cfg, seed) / an object with load() and check()
     tools       env.tools: built-in tool names, Tools or typed, docstringed functions (env.type=tool)
     advantage, policy_loss   algo.advantage / algo.policy_loss as functions
-    model       a local Hugging Face model directory (skips the warm-up unless sft.steps is set)
+    model       a Hugging Face model directory, Hub id, .gguf file or `reinforge model fetch` name
+                (reinforge.models.model_source; skips the warm-up unless sft.steps is set; with a
+                recipe, the pretrained-model defaults of `reinforge train --model` apply: see
+                reinforge.config.pretrained_defaults)
     output_dir  the run directory (default runs/<timestamp>)
     resume      continue the run in this directory from its newest checkpoint (or `checkpoint`);
                 pass the same Python objects again; `force` accepts changes that break exactness
@@ -100,6 +103,13 @@ def train(
         values.update({"env.type": "gateway", "env.agent": config_name(agent)})
     items = [*override_items(overrides, sections), *override_items(values)]
     if model is not None:
+        if resume is None and not isinstance(config, Config):  # as `reinforge train --model`: a Config is the caller's own
+            from reinforge.config.pretrained_defaults import pretrained_defaults
+
+            defaults, said = pretrained_defaults(os.fspath(config), items, os.fspath(model))
+            items = [*defaults, *items]
+            if said is not None:
+                print(said.replace("--model", "train(model=...)", 1), flush=True)
         items.append(f"model.path={os.fspath(model)}")
         if not any(i.startswith("sft.steps=") for i in items):
             items.append("sft.steps=0")

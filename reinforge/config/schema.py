@@ -35,7 +35,12 @@ class LoraConfig(Section):
 
 
 class ModelConfig(Section):
-    path: str | None = Field(None, description="Local Hugging Face model directory. None builds a tiny Llama locally.")
+    path: str | None = Field(
+        None,
+        description="The policy's starting model: a local Hugging Face directory, a Hub id (org/name; HF_HOME, HF_HUB_CACHE, "
+        "HF_HUB_OFFLINE honoured), a .gguf file (converted once into $REINFORGE_CACHE_DIR/gguf) or a `reinforge model fetch` "
+        "name (smollm2-135m-instruct). None builds a tiny Llama locally.",
+    )
     preset: str = Field("micro", description="Size preset of the locally built tiny Llama (see reinforge.models.tiny_llama).")
     vocab_size: int = Field(384, gt=0, description="Vocabulary size of the tokenizer trained in-process.")
     max_positions: int = Field(128, gt=0, description="Context length of the locally built model.")
@@ -88,6 +93,25 @@ class TaskConfig(Section):
     verifier: str | None = Field(None, description="Verifier of every task (source=hf_dataset); default: numeric with answer_format=gsm8k, else exact.")
     train_size: int = Field(20000, gt=0, description="Number of training tasks (generated sources).")
     eval_size: int = Field(500, gt=0, description="Number of held-out tasks.")
+    system_prompt: str | None = Field(
+        None,
+        description="System message put first in every task's prompt (replacing one the task data brings); null: none, so the chat "
+        "template's own default applies (SmolLM2's names itself); '' an empty one. Needs chat prompts (rollout.prompt_format "
+        "chat, or auto with a tokenizer that has a chat template). Not for source=game / text_game, whose envs write their prompts.",
+    )
+    instruction: str | None = Field(
+        None,
+        description="Text added to every task's question (the last user message of a chat prompt), after a blank line, or in place "
+        "of '{question}' when it holds one (e.g. 'What is {question}? End with: The answer is N.'); null: the source's own "
+        "(reasoning_gym: 'Give your final answer inside <answer></answer> tags.'; the others: none); '' none at all.",
+    )
+    answer_extractor: Literal["response", "auto", "answer_tags", "boxed", "gsm8k", "last_number"] | None = Field(
+        None,
+        description="Where verifiers find the final answer in a response (reinforge.rewards.answer_extraction): response = the "
+        "last <answer></answer> content, else the whole response (bare answers); answer_tags; boxed = the last \\boxed{}; gsm8k = "
+        "after the last '####'; last_number; auto = tags, else boxed, else ####, else the last number (numeric tasks) or the whole "
+        "response. The strict format is reward fn answer_format. null: each task's own (response, unless the source sets it).",
+    )
 
 
 class SFTConfig(Section):
@@ -237,6 +261,20 @@ class AlgoConfig(Section):
     epochs: int = Field(1, gt=0, description="Passes over each rollout batch.")
     mini_batches: int = Field(1, gt=0, description="Optimizer steps per pass over a rollout batch.")
     micro_batch_size: int = Field(64, gt=0, description="Sequences per forward/backward (gradient accumulation).")
+    max_tokens_per_microbatch: int | None = Field(
+        None,
+        gt=0,
+        description="Micro-batches by a token budget instead of micro_batch_size rows, for the update, the reference and the old-log-prob passes: rows are taken in order while rows x the longest row's length (pads included) stays within it; a longer row goes alone. The loss is the same (each micro-batch's share of the mini-batch's). None: micro_batch_size rows.",
+    )
+    logprob_chunk_tokens: int | None = Field(
+        512,
+        gt=0,
+        description="Tokens per chunk of the log-softmax over the vocabulary, forward and backward (reinforge.learner.chunked_logprobs): the [tokens, vocabulary] logits are never held for more than one chunk. 512: 231 MiB above the inputs for 4,096 tokens x 49,152 vocabulary in fp32 forward + backward (the whole logits: 3.7 GiB), at the speed of larger chunks. None computes the whole logits at once.",
+    )
+    activation_checkpointing: bool = Field(
+        False,
+        description="Decoder layers keep only their inputs and recompute their activations in the backward (non-reentrant torch.utils.checkpoint; transformers' gradient checkpointing on the padded forward): less memory for ~1 more forward per update.",
+    )
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clipping bound of the policy (and critic) updates.")
     bf16_autocast: bool = Field(
         False,
@@ -373,6 +411,9 @@ class TrainerConfig(Section):
     retain_freed_memory: bool = Field(
         True, description="Keep freed memory mapped for the next step instead of returning it to the kernel (glibc mallopt), which otherwise page-faults every activation tensor in again each step: the update of a 17M-parameter model 1.18x faster, median of 3 rounds (README, 'reinforge vs TRL'). The process keeps its peak heap. Ignored off glibc or when a MALLOC_* tunable is set."
     )
+    memory_check: bool = Field(
+        True, description="Before any model is loaded, predict one RL step's peak memory from the model's config.json and these settings (weights, gradients, AdamW state, reference, engine copy and KV cache, activations, log-prob chunks; reinforge.run.memory_fit), print it, and refuse a run that cannot fit the machine's free memory (model.device=cuda: the GPU's), naming the knobs that would make it fit. false skips the check."
+    )
     checkpoint_every: int = Field(25, ge=0, description="Write a resumable checkpoint every N RL steps (and at the end); 0 disables.")
     keep_checkpoints: int = Field(2, gt=0, description="How many of the newest checkpoints to keep.")
     schedule: Literal["sync", "async"] = Field(
@@ -431,6 +472,7 @@ class WorkersConfig(Section):
     reward_workers: int = Field(0, ge=0, description="Reward functions run in this many Ray actors (the scorer, its cache and limits stay in-process; stateful rewards too); 0 runs them in-process.")
     address: str | None = Field(None, description="Address of an existing Ray cluster (host:port, auto or ray://...); None starts a local one that listens on loopback only.")
     timeout_s: float = Field(300.0, gt=0, description="Deadline of a rollout worker's calls (generate, weight sync), of any worker's start and of the data-parallel learners' collectives; past it the run stops with the worker named. Reward calls keep reward.timeout_s.")
+    startup_timeout_s: float | None = Field(None, gt=0, description="Deadline of a worker's start instead (a fresh process imports torch and transformers and builds its part first, which on a busy machine can take longer than a step may): rollout and reward workers' first call, data-parallel learners' start. None: workers.timeout_s.")
     cpus_per_worker: float = Field(1.0, gt=0, description="CPUs Ray reserves for each rollout or reward worker (a rollout worker's torch threads too, at least 1).")
     learners: int = Field(1, ge=1, description="Policy learner processes: above 1, the update runs data-parallel over torch.distributed (gloo on CPU, NCCL on GPU); this process is rank 0 and runs the rest of the loop. The update equals the single-process one up to float summation order.")
 

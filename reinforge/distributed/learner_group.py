@@ -17,7 +17,10 @@ from the trainer's import roots (current directory, the recipe's directory): a f
 builds the objective and reports back, so one that cannot (the user's module does not import
 there) stops the run at its start with the import error, before the process group forms.
 
-Nothing hangs: every collective runs under the process group's timeout (`workers.timeout_s`). A
+Nothing hangs: a follower's start (a fresh interpreter importing torch and transformers, then
+building its objective and its model) has a deadline of its own (`FollowerSpec.startup_timeout_s`,
+by default the step deadline), since on a loaded machine the imports alone can take longer than a
+step may; every collective runs under the process group's timeout (`workers.timeout_s`). A
 follower that dies leaves rank 0 waiting at most that long, then the run stops with the error; a
 training process that dies leaves the followers waiting that long, then they exit. A clean end
 (or an exception on rank 0) sends the followers a stop message and joins them.
@@ -54,10 +57,16 @@ class FollowerSpec:
     learner_kwargs: dict[str, Any]
     algo: AlgoConfig
     threads: int
-    timeout_s: float
+    timeout_s: float  # every collective (the step deadline)
     device: str = "cpu"  # model.device: on a GPU, rank r trains on cuda:r
     retain_freed_memory: bool = True  # trainer.retain_freed_memory, as rank 0's process has it
     roots: list[str] = dataclasses.field(default_factory=import_roots)  # where the trainer imports user code from
+    # A follower's start, up to its report: imports, the objective, the model. None: timeout_s.
+    startup_timeout_s: float | None = None
+
+    @property
+    def start_deadline_s(self) -> float:
+        return self.timeout_s if self.startup_timeout_s is None else self.startup_timeout_s
 
 
 class DriverLearner(DataParallelPolicyLearner):
@@ -100,7 +109,8 @@ def serve_follower(learner: DataParallelPolicyLearner, loss_fn: LossFn) -> int:
 
 def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec, report: Connection) -> None:
     """Entry point of a follower process (spawned: it imports reinforge afresh, inherits nothing).
-    It builds the objective first and sends None, or why it cannot, on `report`."""
+    It builds the objective and the model first and sends None, or why it cannot, on `report`: all
+    the slow start-up work falls under the start-up deadline, none under the first collective's."""
     # Ctrl-C (and a SIGTERM sent to the whole process group) reach the followers too; rank 0 then
     # stops after its step with a checkpoint and stops the followers itself, so a follower must
     # not die of them mid-update. If rank 0 dies instead, the broken connection ends the follower.
@@ -113,12 +123,12 @@ def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec, rep
     except Exception as err:  # noqa: BLE001 - any error building the user's loss: rank 0 reports it
         report.send(str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}")
         return
+    device = rank_device(spec.device, rank)
+    model = AutoModelForCausalLM.from_config(spec.model_config).to(device)  # weights come from rank 0
     report.send(None)
     report.close()
-    device = rank_device(spec.device, rank)
     init_distributed(rank, world_size, port, timeout_s=spec.timeout_s, device=device)
     try:
-        model = AutoModelForCausalLM.from_config(spec.model_config).to(device)  # weights come from rank 0
         learner = DataParallelPolicyLearner(model, **spec.learner_kwargs)
         serve_follower(learner, loss_fn)
     finally:
@@ -155,10 +165,15 @@ class LearnerGroup:
             raise
 
     def _wait_started(self, rank: int, reader: Connection) -> None:
-        """Until follower `rank` has built its objective; a ConfigError saying why it cannot."""
+        """Until follower `rank` has built its objective and model; a ConfigError saying why it cannot."""
         process = self.followers[rank - 1]
-        if not reader.poll(self.spec.timeout_s):
-            raise RuntimeError(f"data-parallel learner rank {rank} did not start within workers.timeout_s={self.spec.timeout_s:g} s")
+        deadline = self.spec.start_deadline_s
+        if not reader.poll(deadline):
+            named = "workers.timeout_s=" if self.spec.startup_timeout_s is None else "a start-up deadline of "
+            raise RuntimeError(
+                f"data-parallel learner rank {rank} did not start within {named}{deadline:g} s (a fresh process imports "
+                "torch and transformers and builds the model first: on a busy machine, raise workers.timeout_s)"
+            )
         try:
             error = reader.recv()
         except EOFError:

@@ -33,7 +33,9 @@ workers the rule must split into per-worker rules over whole groups (`split(work
 `reinforge.rollout.partial.GroupQuota`): each worker stops once its own quota is met.
 
 Nothing hangs: every wait on a worker has a deadline (`timeout_s`); a worker still busy then is
-killed and the call raises `WorkerTimeoutError`. A worker that dies (killed, out of memory, node
+killed and the call raises `WorkerTimeoutError`. A fresh actor's first call (its process imports
+torch and transformers and builds the model before it answers) waits `startup_timeout_s` instead,
+so a tight call deadline does not fail a slow start on a busy machine. A worker that dies (killed, out of memory, node
 lost) is replaced once: a new actor is started, given the current weights and retried on the
 shard it lost; if the replacement fails too, the call raises `WorkerError` naming the worker.
 """
@@ -158,16 +160,21 @@ class RayEngine:
         address: str | None = None,
         cpus_per_worker: float = 1.0,
         decode_kernels: str = "auto",
+        startup_timeout_s: float | None = None,
     ):
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        if startup_timeout_s is not None and startup_timeout_s <= 0:
+            raise ValueError(f"startup_timeout_s must be positive, got {startup_timeout_s}")
         self.ray = import_ray()
         start_ray(address)
         self.model = model
         self.num_workers = num_workers
         self.timeout_s = float(timeout_s)
+        self.startup_timeout_s = self.timeout_s if startup_timeout_s is None else float(startup_timeout_s)
+        self._starting: set[int] = set()  # workers whose actor has not answered a call yet
         self.cpus_per_worker = cpus_per_worker
         self.policy_version = 0
         self.replacements = 0  # workers replaced after dying, over the engine's life
@@ -181,6 +188,7 @@ class RayEngine:
         self._held: WeightSet | None = None  # what the workers hold (kept for replacements)
         self._needs_weights: set[int] = set()  # fresh actors (after a timeout) not yet given the weights
         self._actors: list[Any] = [self._spawn() for _ in range(num_workers)]
+        self._starting.update(range(num_workers))
         try:
             self.sync_weights(0)
         except BaseException:
@@ -330,6 +338,7 @@ class RayEngine:
         """Kill worker `worker`, start a new actor in its place and give it the current weights."""
         self._kill(self._actors[worker])
         self._actors[worker] = self._spawn()
+        self._starting.add(worker)
         self.replacements += 1
         ref = self._actors[worker].load_weights.remote(self._held.ref, self._held.version)
         self._wait({worker: ref}, "a restart with the current weights")
@@ -339,20 +348,27 @@ class RayEngine:
         return echo
 
     def _wait(self, calls: dict[int, Any], what: str) -> None:
-        """Wait until every call (worker -> ObjectRef) has an outcome, at most `timeout_s`. Workers
-        still busy then are killed and replaced by fresh actors (given the weights before their next
-        call), and WorkerTimeoutError is raised."""
+        """Wait until every call (worker -> ObjectRef) has an outcome, at most `timeout_s` (or
+        `startup_timeout_s` when a call is a fresh actor's first). Workers still busy then are killed
+        and replaced by fresh actors (given the weights before their next call), and
+        WorkerTimeoutError is raised."""
         refs = list(calls.values())
-        _, not_ready = self.ray.wait(refs, num_returns=len(refs), timeout=self.timeout_s)
+        starting = any(i in self._starting for i in calls)
+        deadline = self.startup_timeout_s if starting else self.timeout_s
+        key = "workers.startup_timeout_s" if starting and deadline != self.timeout_s else "workers.timeout_s"
+        _, not_ready = self.ray.wait(refs, num_returns=len(refs), timeout=deadline)
         if not not_ready:
+            self._starting.difference_update(calls)
             return
         late = [i for i, ref in calls.items() if any(ref == r for r in not_ready)]
+        self._starting.difference_update(calls)
         for i in late:
             self._kill(self._actors[i])
             self._actors[i] = self._spawn()
+            self._starting.add(i)
             self._needs_weights.add(i)
         raise WorkerTimeoutError(
-            f"rollout worker(s) {late} did not finish {what} within {self.timeout_s:g} s (workers.timeout_s). "
+            f"rollout worker(s) {late} did not finish {what} within {deadline:g} s ({key}). "
             f"{self._capacity_hint()} The stuck workers were stopped; {LOGS_HINT}."
         )
 

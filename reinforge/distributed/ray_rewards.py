@@ -156,7 +156,8 @@ class RewardWorkerPool:
             errors = self.ray.get([actor.start_error.remote() for actor in self._actors], timeout=self.start_timeout_s)
         except GetTimeoutError:
             raise WorkerTimeoutError(
-                f"the {len(self._actors)} reward workers did not start within workers.timeout_s={self.start_timeout_s:g} s "
+                f"the {len(self._actors)} reward workers did not start within {self.start_timeout_s:g} s "
+                "(workers.startup_timeout_s, by default workers.timeout_s) "
                 f"(importing and building the reward functions); {LOGS_HINT}"
             ) from None
         except RayActorError as err:

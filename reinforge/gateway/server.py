@@ -9,8 +9,9 @@
 The server (FastAPI on uvicorn) runs in a daemon thread of this process, on a socket bound to
 127.0.0.1 port 0 (a free port; never another interface), and every route needs the run's API key
 (`Authorization: Bearer <key>`, a fresh `secrets.token_urlsafe` per Gateway). Routes:
-`/v1/models` and `/v1/chat/completions` on the plain `base_url` (requests are served with the
-request's own sampling settings and nothing is recorded), and the same under each session's
+`/v1/models`, `/v1/chat/completions` and `/v1/completions` (text in, no chat template:
+reinforge.gateway.text_completions) on the plain `base_url` (requests are served with the
+request's own sampling settings and nothing is recorded), and the first two under each session's
 `/sessions/<key>/v1`, where every call is recorded by the session's EpisodeRecorder and the
 session's SamplingParams win over the request's temperature / top_p / top_k (each override is
 counted in `session.overridden_params`; max_tokens is capped by the session's max_new_tokens, and
@@ -26,6 +27,10 @@ session are recorded in `session.errors`.
 
 `close()` (or leaving the `with`) stops the batcher and the server, joins their threads and
 closes the socket; it is idempotent and also registered with `atexit` as a fallback.
+
+`chat_warning`: a model that was trained on raw prompts answers chat requests in a format it never
+saw; `reinforge serve` passes a warning then, and every plain chat response carries it (header
+`X-Reinforge-Warning` and a `warning` field), so the mismatch is never silent.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from jinja2 import TemplateError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -57,6 +62,7 @@ from reinforge.gateway.batcher import Batcher, BatcherClosed, EngineFailure, Job
 from reinforge.gateway.completions import SampledText
 from reinforge.gateway.recorder import EpisodeRecorder, Plan, Sample, TrajectoryPart
 from reinforge.gateway.request_sampling import request_params, token_budget
+from reinforge.gateway.text_completions import complete_text
 from reinforge.gateway.tool_calls import (
     RequestTools, parse_completion, template_message, template_renders_tool_calls, template_tools,
 )
@@ -125,6 +131,7 @@ class Gateway:
         window_s: float = 0.05,
         max_batch: int = 256,
         port: int = 0,
+        chat_warning: str | None = None,
     ):
         if tool_format not in PARSERS:
             raise ValueError(f"unknown tool_format {tool_format!r}; known formats: {', '.join(sorted(PARSERS))}")
@@ -137,6 +144,7 @@ class Gateway:
         self.tool_format, self.max_new_tokens = tool_format, max_new_tokens
         self.max_context_tokens = max_context_tokens if max_context_tokens is not None else _engine_context(engine)
         self.window_s, self.max_batch, self.requested_port = window_s, max_batch, port
+        self.chat_warning = chat_warning
         self.api_key = secrets.token_urlsafe(32)
         self._texts = SampledText(tokenizer)
         self._plain = EpisodeRecorder(tokenizer)  # only its template cache: plain requests are not recorded
@@ -314,9 +322,19 @@ class Gateway:
             return self._models()["data"][0]
 
         @app.post("/v1/chat/completions")
-        async def completions(request: Request) -> dict:
+        async def completions(request: Request, response: Response) -> dict:
             self._authorize(request)
-            return await self._serve(request, None)
+            body = await self._serve(request, None)
+            if self.chat_warning:
+                # an HTTP header is latin-1: a path with other characters is kept readable in the body
+                response.headers["X-Reinforge-Warning"] = self.chat_warning.encode("latin-1", "replace").decode("latin-1")
+                body["warning"] = self.chat_warning
+            return body
+
+        @app.post("/v1/completions")
+        async def text_completions(request: Request) -> dict:
+            self._authorize(request)
+            return await self._serve(request, None, text=True)
 
         @app.get("/sessions/{key}/v1/models")
         async def session_models(request: Request, key: str) -> dict:
@@ -355,7 +373,7 @@ class Gateway:
                                code="session_not_found")
         return session
 
-    async def _serve(self, request: Request, key: str | None) -> dict:
+    async def _serve(self, request: Request, key: str | None, text: bool = False) -> dict:
         with self._lock:
             self._counts["requests"] += 1
         session = None
@@ -367,6 +385,8 @@ class Gateway:
                 body = await request.json()
             except ValueError:
                 raise GatewayError(400, "the request body is not JSON") from None
+            if text:
+                return await complete_text(self, body)
             return await self._complete(parse_request(body), session, preparing)
         except GatewayError as err:
             self._count_error(session, f"{err.status} {err.code or err.type}: {err.message}")

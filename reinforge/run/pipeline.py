@@ -124,7 +124,10 @@ def build_reference(cfg: Config, model) -> ReferenceModel | None:
     needed = cfg.algo.kl_coef > 0 or cfg.algo.ace_alpha > 0
     a = cfg.algo
     return (
-        ReferenceModel(model, a.micro_batch_size, cfg.rollout.temperature, a.compile_forward, a.pack_sequences, a.packed_kernels)
+        ReferenceModel(
+            model, a.micro_batch_size, cfg.rollout.temperature, a.compile_forward, a.pack_sequences, a.packed_kernels,
+            logprob_chunk_tokens=a.logprob_chunk_tokens, max_tokens_per_microbatch=a.max_tokens_per_microbatch,
+        )
         if needed
         else None
     )
@@ -140,7 +143,8 @@ def build_critic(cfg: Config, model, tokenizer) -> CriticLearner | None:
     else:
         value_model = ValueModel.from_config(tokenizer, c.preset, num_bins=bins, support=c.support, seed=cfg.trainer.seed)
     return CriticLearner(
-        value_model, c.lr, cfg.algo.max_grad_norm, cfg.algo.micro_batch_size, loss=c.loss, clip_eps=c.clip_eps, support=c.support
+        value_model, c.lr, cfg.algo.max_grad_norm, cfg.algo.micro_batch_size, loss=c.loss, clip_eps=c.clip_eps, support=c.support,
+        max_tokens_per_microbatch=cfg.algo.max_tokens_per_microbatch,
     )
 
 
@@ -161,6 +165,7 @@ def build_engine(cfg: Config, model, pad_token_id: int):
         return RayEngine(
             model, pad_token_id, w.workers, dtype=cfg.rollout.engine_dtype,
             timeout_s=w.timeout_s, address=w.address, cpus_per_worker=w.cpus_per_worker, decode_kernels=e.decode_kernels,
+            startup_timeout_s=w.startup_timeout_s,
         )
     return TorchEngine(model, pad_token_id, dtype=cfg.rollout.engine_dtype, decode_kernels=e.decode_kernels)
 
@@ -173,7 +178,8 @@ def build_learner(cfg: Config, model, env):
         bf16_autocast=a.bf16_autocast, temperature=cfg.rollout.temperature,
         max_response_tokens=cfg.rollout.max_new_tokens * env.max_turns, entropy_grad=a.entropy_coef > 0,
         compile_forward=a.compile_forward, lr_warmup_steps=a.lr_warmup_steps, pack_sequences=a.pack_sequences,
-        packed_kernels=a.packed_kernels,
+        packed_kernels=a.packed_kernels, logprob_chunk_tokens=a.logprob_chunk_tokens,
+        max_tokens_per_microbatch=a.max_tokens_per_microbatch, activation_checkpointing=a.activation_checkpointing,
     )
     if cfg.workers.learners == 1:
         return PolicyLearner(model, **kwargs), None
@@ -183,7 +189,7 @@ def build_learner(cfg: Config, model, env):
 
     spec = FollowerSpec(
         model.config, kwargs, a, torch.get_num_threads(), cfg.workers.timeout_s, device=cfg.model.device,
-        retain_freed_memory=cfg.trainer.retain_freed_memory,
+        retain_freed_memory=cfg.trainer.retain_freed_memory, startup_timeout_s=cfg.workers.startup_timeout_s,
     )
     group = LearnerGroup(cfg.workers.learners, spec, model)
     return group.learner, group
@@ -201,7 +207,7 @@ def build_scorer(cfg: Config) -> RewardScorer:
 
         return build_ray_scorer(
             [(c.name, c.fn, c.weight, c.params) for c in reward.components], w.reward_workers,
-            call_timeout_s=reward.timeout_s, start_timeout_s=w.timeout_s, address=w.address,
+            call_timeout_s=reward.timeout_s, start_timeout_s=w.startup_timeout_s or w.timeout_s, address=w.address,
             cpus_per_worker=w.cpus_per_worker, **limits,
         )
     components = []

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
@@ -31,6 +30,7 @@ from reinforge.config import Config, ConfigError
 from reinforge.envs.factory import build_env
 from reinforge.envs.single_turn import PromptFormatError
 from reinforge.models.loading import ModelLoadError, check_causal_lm_dir, read_model_config
+from reinforge.models.model_source import resolve_model_path
 from reinforge.models.tokenizer import MAX_TOKEN_CHARS, train_tokenizer
 from reinforge.tasks.jsonl_source import read_numbered_tasks
 from reinforge.tasks.task import Task, TaskSplits, task_text
@@ -53,7 +53,7 @@ def model_context(cfg: Config) -> int | None:
     """The policy's context in tokens: its config.json's, or the locally built model's."""
     if cfg.model.path is None:
         return cfg.model.max_positions
-    return read_model_config(Path(cfg.model.path)).get("max_position_embeddings")
+    return read_model_config(resolve_model_path(cfg.model.path)).get("max_position_embeddings")
 
 
 def max_chars_per_token(tokenizer: PreTrainedTokenizerBase) -> int:

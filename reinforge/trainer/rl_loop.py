@@ -36,6 +36,7 @@ from reinforge.tasks.task import TaskSplits
 from reinforge.telemetry import MetricsLogger, ProgressDisplay
 from reinforge.run import checkpoint as ckpt
 from reinforge.trainer.agent_failures import drop_failed_episodes
+from reinforge.trainer.eval_progress import EvalCounter, eval_episode_total
 from reinforge.trainer.advantage_step import has_active_dropout, prepare_batch
 from reinforge.run.resume_changes import load_optimizer_state, reward_spec, scorer_state_for
 from reinforge.trainer.reward_failures import drop_failed_samples
@@ -45,6 +46,7 @@ from reinforge.run.graceful_stop import GracefulStop
 from reinforge.run.run_errors import RunInterrupted
 from reinforge.trainer.policy_objective import make_policy_objective
 from reinforge.trainer.task_sampler import TaskSampler
+from reinforge.trainer.zero_reward import zero_reward_warning
 from reinforge.values.curriculum_sampler import CurriculumSampler, group_abs_advantages, make_task_sampler
 from reinforge.values.value_heads import ValueHeadsCollector, build_value_heads
 
@@ -175,14 +177,20 @@ def run_rl(
     shuffle = torch.Generator().manual_seed(cfg.trainer.seed)
     heads = build_value_heads(cfg, parts.learner.model)  # success head / turn progress (None when off)
 
-    def run_eval(step: int) -> dict[str, float]:
+    def run_eval(step: int, progress: ProgressDisplay) -> dict[str, float]:
         start = time.perf_counter()
-        metrics, records = evaluate(
-            parts.engine, parts.env, tasks.eval, eval_max_new, cfg.eval.samples, cfg.rollout.temperature,
-            seed=cfg.trainer.seed + 10_000 + step, max_episode_tokens=max_episode_tokens,
-            verify=parts.scorer.verify_responses,  # same place and timeout as the training rewards
-            score_samples=heads.response_scores if heads is not None and heads.voting_ready else None,
-        )
+        total = eval_episode_total(parts.env, len(tasks.eval), cfg.eval.samples)
+        progress.eval_started(total)
+        # Counted where rows are episodes; an agent env keys its gateway by the engine: never a wrapper.
+        engine = parts.engine if total is None else EvalCounter(parts.engine, progress.eval_advanced)
+        try:
+            metrics, records = evaluate(
+                engine, parts.env, tasks.eval, eval_max_new, cfg.eval.samples, cfg.rollout.temperature, seed=cfg.trainer.seed + 10_000 + step, max_episode_tokens=max_episode_tokens,
+                verify=parts.scorer.verify_responses,  # same place and timeout as the training rewards
+                score_samples=heads.response_scores if heads is not None and heads.voting_ready else None,
+            )
+        finally:
+            progress.eval_finished()
         record_eval(run_dir, logger, result, step, metrics, records, time.perf_counter() - start)
         return metrics
 
@@ -219,7 +227,7 @@ def run_rl(
         cfg.trainer.steps, "RL", enabled=cfg.telemetry.progress
     ) as progress, schedule:
         if resume_state is None:
-            progress.update(0, run_eval(0))
+            progress.update(0, run_eval(0, progress))
         for step in range(first_step, cfg.trainer.steps + 1):
             scheduled = schedule.collect(step)
             collected = scheduled.collected
@@ -269,6 +277,8 @@ def run_rl(
             }
             if step == first_step and (warning := measured_gap_warning(metrics, algo.tis_cap)) is not None:
                 print(f"reinforge: warning: {warning}", file=sys.stderr)
+            if step == first_step and (warning := zero_reward_warning(trajectories, cfg)) is not None:
+                print(f"reinforge: WARNING: {warning}", file=sys.stderr, flush=True)
             result.rewards.append(metrics["reward"])
             result.steps.append(metrics)
             logger.log(step, metrics, stage="rl")
@@ -277,7 +287,7 @@ def run_rl(
                     prompt = collected.tasks[trajectory.task_id].prompt
                     samples_file.write(json.dumps(trajectory_record(step, trajectory, prompt)) + "\n")
             if step % cfg.eval.every == 0 or step == cfg.trainer.steps:
-                metrics = {**metrics, **run_eval(step)}
+                metrics = {**metrics, **run_eval(step, progress)}
             progress.update(step, metrics)
             samples_file.flush()  # before any checkpoint records the file's length
             if stop.requested is not None:

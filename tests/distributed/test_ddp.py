@@ -19,6 +19,7 @@ from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.models.tokenizer import train_tokenizer
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.trainer.policy_objective import make_policy_objective
+from deadlines import PROCESS_START_S
 from teacher_forcing import (
     RecordedStep, assert_replays, assert_same_batch, assert_steps_agree, metric_bounds, outcome, recorded_step, restore, single_twin,
     snapshot,
@@ -102,7 +103,8 @@ def train_ranks(rank: int, world_size: int, aggregations=AGGREGATIONS, steps: in
 
 
 def rank_main(rank: int, world_size: int, port: int, *args):
-    init_distributed(rank, world_size, port, backend="gloo", timeout_s=60)
+    # Rank 0's rendezvous waits for the spawned rank 1 to import everything: a process start.
+    init_distributed(rank, world_size, port, backend="gloo", timeout_s=PROCESS_START_S)
     try:
         return train_ranks(rank, world_size, *args)
     finally:
@@ -120,7 +122,7 @@ def two_ranks(*args):
     child = mp.spawn(child_main, args=(2, port, *args), nprocs=1, join=False)
     try:
         parallel = rank_main(0, 2, port, *args)
-        assert child.join(timeout=60), "rank 1 did not finish"
+        assert child.join(timeout=PROCESS_START_S), "rank 1 did not finish"
     finally:
         for process in child.processes:
             if process.is_alive():
@@ -177,7 +179,7 @@ def test_learner_group_driver_matches_one_process_from_a_resumed_state() -> None
 
     start = resumed()
     other = build_tiny_llama(tokenizer, "nano", seed=1)  # what the group starts from: must be overwritten
-    group = LearnerGroup(2, FollowerSpec(other.config, kwargs, algo, threads=1, timeout_s=60), other)
+    group = LearnerGroup(2, FollowerSpec(other.config, kwargs, algo, threads=1, timeout_s=PROCESS_START_S), other)
     try:
         driver = group.learner
         driver.model.load_state_dict(start.model.state_dict())
@@ -229,7 +231,7 @@ def test_train_with_two_learners_matches_one(tmp_path, monkeypatch, recorded) ->
         "model.preset=nano", "task.train_size=100", "task.eval_size=8", "trainer.steps=3",
         "rollout.prompts_per_step=4", "rollout.group_size=4", "rollout.max_new_tokens=8", "eval.every=100",
         "eval.samples=1", "trainer.checkpoint_every=0", "telemetry.progress=false", "telemetry.tensorboard=false",
-        "telemetry.wandb='off'", "workers.timeout_s=60",
+        "telemetry.wandb='off'", f"workers.timeout_s={PROCESS_START_S:g}",
     ]
     sft = ["sft.steps=150", "sft.lr=0.003", "sft.warmup_steps=50"]  # enough that rewards differ within groups
     warm = run_sft_stage(load_config("default", [*tiny, *sft, f"trainer.output_dir={tmp_path / 'sft'}"]))
@@ -274,14 +276,15 @@ def test_train_with_two_learners_matches_one(tmp_path, monkeypatch, recorded) ->
 
 def test_a_dead_learner_follower_stops_the_update_instead_of_hanging() -> None:
     """Kill the follower between two updates: rank 0's next collective fails (the connection is
-    gone) or times out (workers.timeout_s, 20 s here); either way train_step raises, it does not hang."""
+    gone) or times out (workers.timeout_s, 20 s here); either way train_step raises, it does not hang.
+    The follower's start has a deadline of its own: on a loaded machine its imports alone took > 20 s."""
     torch.set_num_threads(1)
     tokenizer = make_tokenizer()
     batch = make_batch(len(tokenizer), tokenizer.pad_token_id)
     algo = AlgoConfig()
     kwargs = dict(lr=1e-3, micro_batch_size=4, max_response_tokens=MAX_RESPONSE)
     model = build_tiny_llama(tokenizer, "nano", seed=0)
-    group = LearnerGroup(2, FollowerSpec(model.config, kwargs, algo, threads=1, timeout_s=20), model)
+    group = LearnerGroup(2, FollowerSpec(model.config, kwargs, algo, threads=1, timeout_s=20, startup_timeout_s=PROCESS_START_S), model)
     try:
         group.learner.train_step(batch, make_policy_objective(algo))
         follower = group.followers[0]
@@ -292,3 +295,17 @@ def test_a_dead_learner_follower_stops_the_update_instead_of_hanging() -> None:
     finally:
         group._kill()
         dist.destroy_process_group()
+
+
+def test_a_followers_start_has_a_deadline_of_its_own() -> None:
+    """The start (a fresh interpreter's imports, the objective, the model) is timed apart from the
+    collectives, so a tight step deadline does not fail a slow start, and a start that never ends
+    still stops: here a start-up deadline no interpreter meets, under a generous step deadline."""
+    tokenizer = make_tokenizer()
+    model = build_tiny_llama(tokenizer, "nano", seed=0)
+    kwargs = dict(lr=1e-3, micro_batch_size=4, max_response_tokens=MAX_RESPONSE)
+    assert FollowerSpec(model.config, kwargs, AlgoConfig(), threads=1, timeout_s=20).start_deadline_s == 20  # the default
+    spec = FollowerSpec(model.config, kwargs, AlgoConfig(), threads=1, timeout_s=PROCESS_START_S, startup_timeout_s=0.01)
+    with pytest.raises(RuntimeError, match=r"rank 1 did not start within a start-up deadline of 0\.01 s"):
+        LearnerGroup(2, spec, model)
+    assert not dist.is_initialized()

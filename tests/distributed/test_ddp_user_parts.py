@@ -19,6 +19,7 @@ from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.models.tokenizer import train_tokenizer
 from reinforge.run.pipeline import run_training
 from user_code import user_project  # noqa: F401 - fixture
+from deadlines import PROCESS_START_S
 
 ALGOS = """
     import os
@@ -56,7 +57,7 @@ RUN = [
     "model.preset=nano", "task.train_size=40", "task.eval_size=4", "sft.steps=0", "trainer.steps=2",
     "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=8", "eval.every=100",
     "eval.samples=1", "trainer.checkpoint_every=0", "telemetry.progress=false", "telemetry.tensorboard=false",
-    "telemetry.wandb='off'", "workers.timeout_s=120", "algo.micro_batch_size=2",
+    "telemetry.wandb='off'", "workers.timeout_s=120", f"workers.startup_timeout_s={PROCESS_START_S:g}", "algo.micro_batch_size=2",
 ]
 
 RECIPE = """
@@ -99,7 +100,7 @@ def test_a_follower_that_cannot_import_the_loss_stops_the_group_at_start(user_pr
     algo = AlgoConfig(policy_loss=f"{path}:loss")
     torch.set_num_threads(1)
     model = build_tiny_llama(train_tokenizer(["1+2=3", "4+5=9"]), "nano", seed=0)
-    spec = FollowerSpec(model.config, dict(lr=1e-3, micro_batch_size=2, max_response_tokens=8), algo, threads=1, timeout_s=120)
+    spec = FollowerSpec(model.config, dict(lr=1e-3, micro_batch_size=2, max_response_tokens=8), algo, threads=1, timeout_s=120, startup_timeout_s=PROCESS_START_S)
     assert str(user_project.dir.resolve()) in spec.roots  # the trainer's import roots travel with the spec
     started: list = []
     original = LearnerGroup._wait_started

@@ -28,6 +28,7 @@ from reinforge.distributed.ray_cluster import start_ray, stop_ray  # noqa: E402
 from reinforge.distributed.ray_engine import RayEngine  # noqa: E402
 from reinforge.run.pipeline import run_training  # noqa: E402
 from run_records import assert_same_run, copy_at_first_checkpoint, run_metrics  # noqa: E402
+from deadlines import PROCESS_START_S  # noqa: E402
 
 CPU = 0.5
 
@@ -40,7 +41,7 @@ RUN = [
     # variance inside each group, so every step really updates the weights.
     'reward.components=[{name: letters, fn: format, weight: 1.0, params: {pattern: ".*[a-m].*", require_stop: false}}]',
 ]
-RAY = ["workers.workers=1", f"workers.cpus_per_worker={CPU}", "workers.timeout_s=60"]
+RAY = ["workers.workers=1", f"workers.cpus_per_worker={CPU}", "workers.timeout_s=60", f"workers.startup_timeout_s={PROCESS_START_S:g}"]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def test_a_lane_and_the_engine_sample_with_their_own_weights(ray_session, sharp_
     params = SamplingParams(max_new_tokens=8, temperature=1.0, stop_token_ids=(tokenizer.eos_token_id,))
     prompts = [p for p in arithmetic_prompts for _ in range(2)]
     older = {k: v.clone() for k, v in model.state_dict().items()}
-    with RayEngine(model, tokenizer.pad_token_id, num_workers=1, timeout_s=60, cpus_per_worker=CPU) as engine:
+    with RayEngine(model, tokenizer.pad_token_id, num_workers=1, timeout_s=60, cpus_per_worker=CPU, startup_timeout_s=PROCESS_START_S) as engine:
         lane = engine.lane()
         lane.load_weights(older, 3)
         with torch.no_grad():
@@ -126,12 +127,12 @@ def test_partial_rounds_run_on_ray_workers(ray_session, sharp_nano_model, tokeni
     expected, got = fresh_groups(arithmetic_prompts, 4), fresh_groups(arithmetic_prompts, 4)
     stats = sample_round(local, expected, params, 7, 0, 2, must)
     assert stats.aborted > 0, "no row was cut short: the test does not exercise the early stop"
-    with RayEngine(model, tokenizer.pad_token_id, num_workers=1, timeout_s=60, cpus_per_worker=CPU) as one:
+    with RayEngine(model, tokenizer.pad_token_id, num_workers=1, timeout_s=60, cpus_per_worker=CPU, startup_timeout_s=PROCESS_START_S) as one:
         assert sample_round(one, got, params, 7, 0, 2, must) == stats
     assert episodes(got) == episodes(expected)
 
     # Two workers: whole groups each, each stopping at its own quota; the round's guarantees hold.
-    with RayEngine(model, tokenizer.pad_token_id, num_workers=2, timeout_s=60, cpus_per_worker=CPU) as two:
+    with RayEngine(model, tokenizer.pad_token_id, num_workers=2, timeout_s=60, cpus_per_worker=CPU, startup_timeout_s=PROCESS_START_S) as two:
         groups = fresh_groups(arithmetic_prompts, 4)
         stats = sample_round(two, groups, params, 7, 0, 2, must)
         assert sum(g.complete for g in groups) >= 2 and groups[3].complete

@@ -27,8 +27,9 @@ ray = pytest.importorskip("ray")
 from reinforge.distributed.ray_cluster import start_ray, stop_ray  # noqa: E402
 from reinforge.distributed.ray_rewards import build_ray_scorer  # noqa: E402
 from reinforge.run.pipeline import run_training  # noqa: E402
+from deadlines import PROCESS_START_S  # noqa: E402
 
-GENEROUS_S = 240  # a bound on hanging, not a timing
+GENEROUS_S = PROCESS_START_S + 240  # a bound on hanging (the workers' start has its own), not a timing
 
 PROJECT_REWARDS = """
     import os
@@ -73,7 +74,7 @@ RUN = [
     "model.preset=nano", "task.train_size=40", "task.eval_size=4", "sft.steps=0", "trainer.steps=1",
     "rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=8", "eval.every=100",
     "eval.samples=1", "trainer.checkpoint_every=0", "telemetry.progress=false", "telemetry.tensorboard=false",
-    "telemetry.wandb='off'", "workers.timeout_s=120", "workers.cpus_per_worker=0.5",
+    "telemetry.wandb='off'", "workers.timeout_s=120", f"workers.startup_timeout_s={PROCESS_START_S:g}", "workers.cpus_per_worker=0.5",
 ]
 
 
@@ -160,7 +161,7 @@ def test_a_user_reward_that_raises_hangs_or_returns_a_non_number_on_ray_is_count
 
     user_project.write("moody_ray.py", MOODY)
     scorer = build_ray_scorer([("mine", "moody_ray:moody", 1.0, {}), ("correct", "verifier", 1.0, {})], 1,
-                              call_timeout_s=2, start_timeout_s=120, cpus_per_worker=0.5, timeout_s=2,
+                              call_timeout_s=2, start_timeout_s=PROCESS_START_S, cpus_per_worker=0.5, timeout_s=2,
                               max_error_fraction=1.0, workers=2)
     try:
         batch = [single_turn_trajectory("sum", [1], [2], [-0.1], text, "stop", i)
@@ -209,7 +210,7 @@ def test_any_ray_worker_that_cannot_import_the_user_module_stops_the_pool_at_sta
 
     build_component("uneven_rewards:score", {})  # the trainer's own import (preflight) takes slot 0
     with pytest.raises(RewardWorkerStartError) as err:
-        build_ray_scorer([("mine", "uneven_rewards:score", 1.0, {})], 2, call_timeout_s=30, start_timeout_s=120,
+        build_ray_scorer([("mine", "uneven_rewards:score", 1.0, {})], 2, call_timeout_s=30, start_timeout_s=PROCESS_START_S,
                          cpus_per_worker=0.5)
     message = str(err.value)
     assert err.value.component == "mine"

@@ -20,6 +20,7 @@ from reinforge.rewards.builtin import build_component
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.rollout.trajectory import single_turn_trajectory
 from reinforge.tasks.task import Task
+from deadlines import PROCESS_START_S
 
 ray = pytest.importorskip("ray")
 
@@ -63,7 +64,7 @@ def params(tokenizer) -> SamplingParams:
 
 @pytest.fixture(scope="module")
 def engine2(ray_session, model, tokenizer):
-    engine = RayEngine(model, tokenizer.pad_token_id, num_workers=2, timeout_s=60, cpus_per_worker=CPU)
+    engine = RayEngine(model, tokenizer.pad_token_id, num_workers=2, timeout_s=60, cpus_per_worker=CPU, startup_timeout_s=PROCESS_START_S)
     yield engine
     engine.close()
 
@@ -81,7 +82,7 @@ def test_shards_are_contiguous_and_seeded_per_shard() -> None:
 
 def test_one_worker_equals_the_in_process_engine(ray_session, model, tokenizer, prompts, params) -> None:
     local = TorchEngine(model, tokenizer.pad_token_id)
-    with RayEngine(model, tokenizer.pad_token_id, num_workers=1, timeout_s=60, cpus_per_worker=CPU) as remote:
+    with RayEngine(model, tokenizer.pad_token_id, num_workers=1, timeout_s=60, cpus_per_worker=CPU, startup_timeout_s=PROCESS_START_S) as remote:
         assert as_tuples(remote.generate(prompts, params, seed=3)) == as_tuples(local.generate(prompts, params, seed=3))
         greedy = SamplingParams(max_new_tokens=8, temperature=0.0)
         assert as_tuples(remote.generate(prompts, greedy)) == as_tuples(local.generate(prompts, greedy))
@@ -143,7 +144,7 @@ def test_a_worker_killed_mid_generate_is_replaced_and_the_shard_retried(engine2,
     time.sleep(min(0.2, duration / 4))
     assert thread.is_alive(), f"generate finished before the kill ({duration:.2f} s); make the batch longer"
     ray.kill(engine2.actors()[1])
-    thread.join(timeout=engine2.timeout_s * 3)
+    thread.join(timeout=engine2.startup_timeout_s + engine2.timeout_s * 2)  # the replacement starts, then retries
     assert not thread.is_alive()
     assert engine2.replacements == replacements + 1
     assert as_tuples(result[0]) == as_tuples(expected), f"reference run took {duration:.2f} s"  # the retried shard is the same sample
@@ -197,7 +198,7 @@ def scored(scorer, batch):
 
 @pytest.fixture(scope="module")
 def ray_scorer(ray_session):
-    scorer = build_ray_scorer(REWARDS, 2, call_timeout_s=30, start_timeout_s=60, cpus_per_worker=0.25, **SCORER)
+    scorer = build_ray_scorer(REWARDS, 2, call_timeout_s=30, start_timeout_s=PROCESS_START_S, cpus_per_worker=0.25, **SCORER)
     yield scorer
     scorer.close()
 
@@ -304,7 +305,7 @@ def test_the_local_cluster_listens_on_loopback_only(engine2) -> None:
 def test_a_hung_ray_reward_call_is_counted_as_a_timeout_of_its_component(ray_session) -> None:
     # The same reasons as in-process scoring: the actor running a GIL-holding regex is killed and
     # replaced, the sample fails with reason `timeout`, the others are scored.
-    scorer = build_ray_scorer([("correct", "verifier", 1.0, {})], 1, call_timeout_s=2, start_timeout_s=60,
+    scorer = build_ray_scorer([("correct", "verifier", 1.0, {})], 1, call_timeout_s=2, start_timeout_s=PROCESS_START_S,
                               cpus_per_worker=0.25, timeout_s=2, max_error_fraction=1.0, workers=2)
     try:
         tasks = {

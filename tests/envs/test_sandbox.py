@@ -19,6 +19,7 @@ import time
 import uuid
 
 import pytest
+from deadlines import SHORT_PROGRAM_S
 from sandbox_host import HostWatch, processes_of
 
 from reinforge.envs.tools import sandbox, sandbox_bounds
@@ -91,7 +92,7 @@ def test_the_stdlib_works_inside(host_stack_limit) -> None:
     # At run_python's default memory (256 MB), not the attacks' 96: a Pool's three threads reserve
     # 8 MB stacks and try 64 MB malloc arenas, which took the interpreter's peak address space to
     # 92.5 MB of a 96 MB RLIMIT_AS here, so a slightly different layout failed "can't start new thread".
-    r = attack(code, timeout_s=10, memory_mb=256)
+    r = attack(code, timeout_s=SHORT_PROGRAM_S, memory_mb=256)
     assert r.ok, r.stderr
     assert r.stdout.split("\n")[:4] == ["[1, 2]", "True", "hi", "2"]
 
@@ -137,7 +138,7 @@ def test_detached_child_does_not_outlive_the_run() -> None:
     code = ("import subprocess\n"
             "subprocess.Popen(['/bin/sleep', '60'], start_new_session=True)\n"
             "print('parent done')\n")
-    r = attack(code, timeout_s=3)
+    r = attack(code, timeout_s=SHORT_PROGRAM_S)
     assert r.ok and "parent done" in r.stdout
 
 
@@ -145,7 +146,7 @@ def test_double_forked_daemon_does_not_outlive_the_run() -> None:
     code = ("import os, time\n"
             "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(60)\n    os._exit(0)\n"
             "os.wait()\nprint('detached')\n")
-    r = attack(code, timeout_s=3)
+    r = attack(code, timeout_s=SHORT_PROGRAM_S)
     assert r.ok and r.stdout == "detached\n"
 
 
@@ -156,7 +157,7 @@ def test_process_limit_stops_forking(mechanism) -> None:
             "    except OSError as e:\n        print('blocked', made, flush=True)\n        break\n"
             "    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n"
             "    made += 1\n")
-    r = attack(code, timeout_s=3, max_processes=12)
+    r = attack(code, timeout_s=SHORT_PROGRAM_S, max_processes=12)
     assert r.stdout.startswith("blocked")
     assert int(r.stdout.split()[1]) < 12
 
@@ -172,7 +173,7 @@ def test_thread_bomb_is_contained(mechanism) -> None:
             "try:\n    while True:\n        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
             "        made += 1\n"
             "except (RuntimeError, MemoryError) as e:\n    print('blocked', made, type(e).__name__)\n")
-    r = attack(code, timeout_s=3, max_processes=12)
+    r = attack(code, timeout_s=SHORT_PROGRAM_S, max_processes=12)
     assert r.stdout.startswith("blocked"), r.stderr
     assert int(r.stdout.split()[1]) < 12  # threads are tasks: counted against the process bound
 
@@ -185,7 +186,7 @@ def test_signals_reach_only_the_calls_own_processes() -> None:
                 f"for pid in (-1, {host_sleeper.pid}, {os.getpid()}):\n"
                 "    try:\n        os.kill(pid, signal.SIGKILL)\n"
                 "    except OSError as e:\n        print('failed', pid, type(e).__name__)\n")
-        r = attack(code, timeout_s=3)
+        r = attack(code, timeout_s=SHORT_PROGRAM_S)
         assert host_sleeper.poll() is None  # the host's process survived kill(-1) and kill(pid)
         assert r.stdout.splitlines()[0] == "[1]"  # the call sees its own pid namespace only
     finally:
@@ -199,7 +200,7 @@ def test_setuid_programs_do_not_give_root() -> None:
             "    try:\n        print(subprocess.run(cmd, capture_output=True, timeout=2).returncode != 0)\n"
             "    except OSError:\n        print(True)\n"
             "try:\n    os.setuid(0)\n    print('ROOT')\nexcept OSError:\n    print('no setuid')\n")
-    r = attack(code, timeout_s=5)
+    r = attack(code, timeout_s=SHORT_PROGRAM_S)
     assert r.stdout.split() == ["True", "True", "no", "setuid"], r.stdout + r.stderr
 
 
@@ -221,7 +222,7 @@ def test_forks_each_under_the_process_limit_do_not_add_up(mechanism) -> None:
             "        except MemoryError:\n            pass\n"
             "        time.sleep(3)\n        os._exit(0)\n"
             "time.sleep(1.5)\nprint('parent done')\n")
-    r = attack(code, timeout_s=5, max_processes=32)
+    r = attack(code, timeout_s=SHORT_PROGRAM_S, max_processes=32)
     assert "memory" in r.limits_hit, r
     assert r.bounds.startswith("budget" if mechanism == "budget" else ("budget", "cgroup"))
     assert r.stdout.count("child") < 2  # at most one 80 MB child fits in the 96 MB + 16 MB call
@@ -235,7 +236,7 @@ def test_threads_allocating_together_are_bounded(mechanism) -> None:
             "    time.sleep(1)\n"
             "ts = [threading.Thread(target=grab) for _ in range(8)]\n"
             "[t.start() for t in ts]\n[t.join() for t in ts]\nprint(len(held))\n")
-    r = attack(code, timeout_s=6, max_processes=32)
+    r = attack(code, timeout_s=SHORT_PROGRAM_S, max_processes=32)
     if r.ok:
         assert int(r.stdout) <= 3  # one process: its address space limit, 96 MB
 
@@ -252,7 +253,7 @@ def test_pipes_stuffed_with_data_are_bounded(mechanism) -> None:
             "        except BlockingIOError:\n            pass\n"
             "        pipes.append((r, w))\n"
             "except OSError as e:\n    print(len(pipes), type(e).__name__)\n")
-    r = attack(code, timeout_s=5)
+    r = attack(code, timeout_s=SHORT_PROGRAM_S)
     with open("/proc/sys/fs/pipe-user-pages-soft") as f:
         quota_mb = int(f.read()) * 4096 >> 20
     full_pipes = int(r.stdout.split()[0])
@@ -271,7 +272,7 @@ def test_work_dir_is_size_capped_and_never_on_the_host_disk() -> None:
             "        written += 8\n"
             "except OSError as e:\n    print(written, e.strerror)\n")
     before = set(os.listdir(tempfile.gettempdir()))
-    r = attack(code, timeout_s=10, max_file_mb=8)
+    r = attack(code, timeout_s=SHORT_PROGRAM_S, max_file_mb=8)
     assert r.ok, r.stderr
     written, reason = r.stdout.split(" ", 1)
     assert int(written) < DISK_MB and "No space left" in reason
@@ -286,7 +287,7 @@ def test_tmp_shm_and_work_dir_share_one_cap() -> None:
             "            total += 1\n"
             "    except OSError as e:\n        print(d, e.strerror)\n"
             "print(total)\n")
-    r = attack(code, timeout_s=10)
+    r = attack(code, timeout_s=SHORT_PROGRAM_S)
     lines = r.stdout.splitlines()
     assert [line.split()[0] for line in lines[:3]] == ["/tmp", "/dev/shm", "."]
     assert int(lines[-1]) < DISK_MB  # all three together, not each
@@ -407,7 +408,7 @@ def test_network_is_unreachable() -> None:
             f"    socket.create_connection(('127.0.0.1', {port}), timeout=1)\n    print('CONNECTED')\n"
             "except OSError as e:\n    print('failed', type(e).__name__)\n")
     try:
-        r = attack(code, timeout_s=4)
+        r = attack(code, timeout_s=SHORT_PROGRAM_S)
     finally:
         listener.join()
         server.close()

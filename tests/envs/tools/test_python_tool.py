@@ -6,6 +6,7 @@ import socket
 import time
 
 import pytest
+from deadlines import SHORT_PROGRAM_S
 
 from reinforge.envs.tools.calls import ToolCall, parse_compact
 from reinforge.envs.tools.execution import call_tool
@@ -15,6 +16,13 @@ from reinforge.envs.tools.registry import ToolRegistry
 
 @pytest.fixture(scope="module")
 def registry() -> ToolRegistry:
+    # The wall clock covers the sandboxed interpreter's start: generous for programs meant to finish.
+    return ToolRegistry([python_tool(timeout_s=SHORT_PROGRAM_S, max_processes=12, max_output_chars=200)])
+
+
+@pytest.fixture(scope="module")
+def tight() -> ToolRegistry:
+    """For programs meant to hit a limit: one that never ends must stop after 1 s."""
     return ToolRegistry([python_tool(timeout_s=1.0, max_processes=12, max_output_chars=200)])
 
 
@@ -44,15 +52,15 @@ def test_long_output_is_truncated(registry) -> None:
     assert result.ok and result.content.startswith("x" * 200 + "\n... [truncated 301 characters]")
 
 
-def test_timeout_is_an_error_result(registry) -> None:
+def test_timeout_is_an_error_result(tight) -> None:
     start = time.monotonic()
-    result = run(registry, "while True:\n    pass\n")
+    result = run(tight, "while True:\n    pass\n")
     assert not result.ok and "timed out after 1s" in result.error
     assert time.monotonic() - start < 1 + 10  # an infinite loop: any bound means it was stopped
 
 
-def test_fork_bomb_through_the_tool_is_an_error(registry) -> None:
-    result = run(registry, "import os\nwhile True:\n    os.fork()\n")
+def test_fork_bomb_through_the_tool_is_an_error(registry, tight) -> None:
+    result = run(tight, "import os\nwhile True:\n    os.fork()\n")
     assert not result.ok and result.error.startswith("PythonToolError: program failed")
     assert run(registry, "print('still fine')").content == "still fine\n"
 
@@ -63,7 +71,7 @@ def test_network_through_the_tool_is_an_error() -> None:
     server.listen(1)  # a connection would complete into this backlog even with nobody in accept()
     code = f"import socket\nsocket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=1)\nprint('CONNECTED')\n"
     try:
-        result = call_tool(ToolRegistry([python_tool(timeout_s=3.0)]), ToolCall("python", {"code": code}))
+        result = call_tool(ToolRegistry([python_tool(timeout_s=SHORT_PROGRAM_S)]), ToolCall("python", {"code": code}))
         server.setblocking(False)
         with pytest.raises(BlockingIOError):  # nobody connected
             server.accept()
@@ -74,7 +82,7 @@ def test_network_through_the_tool_is_an_error() -> None:
 
 
 def test_limit_hits_are_named_in_the_error() -> None:
-    registry = ToolRegistry([python_tool(timeout_s=5.0, memory_mb=64, disk_mb=4, max_output_chars=400)])
+    registry = ToolRegistry([python_tool(timeout_s=SHORT_PROGRAM_S, memory_mb=64, disk_mb=4, max_output_chars=400)])
     forks = ("import os, time\nfor i in range(8):\n    if os.fork() == 0:\n"
              "        b = bytearray(50 * 1024 * 1024)\n        time.sleep(2)\n        os._exit(0)\n"
              "os.wait()\nraise SystemExit(os.waitstatus_to_exitcode(os.wait()[1]))\n")
