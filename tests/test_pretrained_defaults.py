@@ -27,6 +27,7 @@ def test_the_recipes_tiny_model_settings_give_way_and_the_log_says_so(tmp_path, 
     assert (recipe.algo.lr, recipe.rollout.max_new_tokens, recipe.rollout.prompt_format) == (2e-4, 8, "raw")
     cfg = train_config("--model", str(model_dir(tmp_path)))
     assert (cfg.algo.lr, cfg.rollout.max_new_tokens, cfg.rollout.prompt_format) == (1e-5, 128, "auto")
+    assert cfg.task.answer_extractor == "auto"
     said = capsys.readouterr().out
     assert "--model: using pretrained-model defaults: algo.lr=1e-05 (recipe: 0.0002)" in said
     assert "rollout.max_new_tokens=128 (recipe: 8)" in said and "rollout.prompt_format=auto (recipe: raw)" in said

@@ -1,6 +1,6 @@
 """Defaults for a pretrained model given with `--model` (or `reinforge.train(model=...)`).
 
-The shipped recipes are tuned for the tiny self-built Llama. Three of their settings wreck or
+The shipped recipes are tuned for the tiny self-built Llama. Four of their settings wreck or
 starve a pretrained model, so with `--model` they change unless the user chose them:
 
 - `algo.lr` 1e-5: the tiny model's 2e-4 collapsed SmolLM2-135M-Instruct (greedy accuracy 16.7% ->
@@ -11,6 +11,10 @@ starve a pretrained model, so with `--model` they change unless the user chose t
   whole, and a cut answer scores nothing, which RL turns into shorter answers; a longer cap makes
   every rollout slower (its time grows with the cap). Capped at half the model's context when
   its config.json says it.
+- `task.answer_extractor` auto: an instruct model writes "7 + 5 = 12", not the bare "12" the tiny
+  model is taught, so the whole-response match scored SmolLM2 0% where the last number it writes
+  was right 12-62% of the time (reinforge.rewards.answer_extraction; `<answer>` tags, \boxed{} and
+  `####` still win where the model writes them).
 - `rollout.prompt_format` auto: chat when the tokenizer has a template, as an instruct model
   expects (the default recipe's raw prompts are for a completion model).
 
@@ -37,6 +41,7 @@ PRETRAINED_DEFAULTS: dict[str, Any] = {
     "algo.lr": 1e-5,
     "rollout.max_new_tokens": 128,
     "rollout.prompt_format": "auto",
+    "task.answer_extractor": "auto",
 }
 
 
