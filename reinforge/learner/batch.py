@@ -67,6 +67,34 @@ class TrainingBatch:
         return int(self.loss_mask.sum().item())
 
 
+def micro_batches(attention_mask: torch.Tensor, micro_batch_size: int, max_tokens: int | None = None) -> list[slice]:
+    """Consecutive row ranges that each forward/backward takes: `micro_batch_size` rows at a time,
+    or, with `max_tokens` (algo.max_tokens_per_microbatch), as many rows as fit the token budget.
+
+    A micro-batch is trimmed to its longest row (TrainingBatch.select), so its cost is rows x
+    that width, pads included (the packed forward computes no more than this): rows are added in
+    order while (rows + 1) x max(width, next row's length) <= max_tokens. Rows keep their order, so
+    a group's rows, which share a prompt, stay together for the packed forward. A row longer than
+    the budget cannot be split: it goes alone. The loss is unaffected by how rows are split: each
+    micro-batch's loss is its share of the whole mini-batch's (LossNormalizer counts the whole)."""
+    n = attention_mask.shape[0]
+    if max_tokens is None:
+        return [slice(start, min(start + micro_batch_size, n)) for start in range(0, n, micro_batch_size)]
+    if max_tokens <= 0:
+        raise ValueError(f"max_tokens_per_microbatch must be positive, got {max_tokens}")
+    lengths = attention_mask.sum(1).tolist()
+    slices, start, width = [], 0, 0
+    for row, length in enumerate(lengths):
+        wider = max(width, int(length))
+        if row > start and (row - start + 1) * wider > max_tokens:
+            slices.append(slice(start, row))
+            start, wider = row, int(length)
+        width = wider
+    if n > start:
+        slices.append(slice(start, n))
+    return slices
+
+
 def collate(trajectories: list[Trajectory], advantages: torch.Tensor | None, pad_token_id: int) -> TrainingBatch:
     """Pad `trajectories`; `advantages` may be filled in later (None gives zeros)."""
     width = max(len(t.token_ids) for t in trajectories)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from reinforge.algos.losses.value import explained_variance, get_value_loss
-from reinforge.learner.batch import TrainingBatch
+from reinforge.learner.batch import TrainingBatch, micro_batches
 from reinforge.models.value_model import ValueModel
 
 
@@ -20,10 +20,15 @@ class CriticLearner:
         clip_eps: float | None = 0.2,
         support: tuple[float, float] = (-1.0, 1.5),
         sigma: float | None = None,
+        max_tokens_per_microbatch: int | None = None,
     ):
         """`loss`: a name in reinforge.algos.losses.value.VALUE_LOSSES. `clip_eps` is PPO2's value
         clip (mse only; None turns it off). `support` and `sigma` are HL-Gauss's (hl_gauss only):
-        the support must be the one the value model's bins were built on."""
+        the support must be the one the value model's bins were built on. `max_tokens_per_microbatch`:
+        micro-batches by a token budget instead of `micro_batch_size` rows (as the policy's)."""
+        if max_tokens_per_microbatch is not None and max_tokens_per_microbatch <= 0:
+            raise ValueError(f"algo.max_tokens_per_microbatch must be a positive number of tokens or None, got {max_tokens_per_microbatch}")
+        self.max_tokens_per_microbatch = max_tokens_per_microbatch
         self.spec = get_value_loss(loss)
         self.loss_name = loss
         if self.spec.uses_bins:
@@ -49,10 +54,10 @@ class CriticLearner:
         was_training = self.model.training
         self.model.eval()
         out = torch.zeros(batch.loss_mask.shape, dtype=torch.float32)
-        for start in range(0, len(batch), self.micro_batch_size):
-            micro = batch.select(slice(start, start + self.micro_batch_size)).to(self.device)
+        for rows in micro_batches(batch.attention_mask, self.micro_batch_size, self.max_tokens_per_microbatch):
+            micro = batch.select(rows).to(self.device)
             v = self.model(micro.input_ids, micro.attention_mask)
-            out[start : start + len(micro), : v.shape[1]] = v.to(out.device)
+            out[rows, : v.shape[1]] = v.to(out.device)
         self.model.train(was_training)
         return out * batch.loss_mask
 
@@ -71,9 +76,9 @@ class CriticLearner:
         normalizer = float(max(batch.num_loss_tokens, 1))
         predicted = torch.zeros(batch.loss_mask.shape, dtype=torch.float32)
         loss_sum, clipped_tokens = 0.0, 0.0
-        for start in range(0, len(batch), self.micro_batch_size):
-            micro = batch.select(slice(start, start + self.micro_batch_size)).to(self.device)
-            rows, width = slice(start, start + len(micro)), micro.loss_mask.shape[1]
+        for rows in micro_batches(batch.attention_mask, self.micro_batch_size, self.max_tokens_per_microbatch):
+            micro = batch.select(rows).to(self.device)
+            width = micro.loss_mask.shape[1]
             micro_returns, micro_old = returns[rows, :width].to(self.device), old_values[rows, :width].to(self.device)
             if self.spec.uses_bins:
                 logits = self.model.logits(micro.input_ids, micro.attention_mask)

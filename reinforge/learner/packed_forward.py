@@ -32,12 +32,14 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from transformers import PreTrainedModel
 
 from reinforge.engines.llama_decoder import rotate, signed_sin, supports as decoder_supports
 from reinforge.engines.shared_prefixes import first_rows_with_prefix
 from reinforge.kernels import choice, layers, packed_attention
 from reinforge.kernels.packed_attention import RowPlan
+from reinforge.learner.chunked_logprobs import chunked_token_logprobs
 from reinforge.models.lora import is_lora_model
 
 # With torch's kernels packing moves every token between the packed and padded layouts once per
@@ -173,15 +175,31 @@ def packed_logits(model: PreTrainedModel, packing: Packing, kernels: str = "auto
     """The model's logits [U, V] at the U distinct tokens. `kernels` (algo.packed_kernels): auto,
     torch or native (reinforge.kernels.choice)."""
     causal_lm = model.get_base_model() if is_lora_model(model) else model
+    return causal_lm.lm_head(packed_hidden(model, packing, kernels))
+
+
+def packed_hidden(model: PreTrainedModel, packing: Packing, kernels: str = "auto", checkpoint_layers: bool = False) -> torch.Tensor:
+    """The final normed hidden states [U, H] that lm_head reads, at the U distinct tokens.
+    `checkpoint_layers` (algo.activation_checkpointing): each layer's activations are recomputed
+    in the backward (torch.utils.checkpoint, non-reentrant) instead of kept."""
+    causal_lm = model.get_base_model() if is_lora_model(model) else model
     inner = causal_lm.model
     hidden = inner.embed_tokens(packing.token_ids)  # [U, H]
     cos, sin = inner.rotary_emb(hidden, packing.positions[None])
     cos, sin = cos[0].unsqueeze(1), signed_sin(sin[0]).unsqueeze(1)  # [U, 1, head_dim]: broadcast over heads
     native = native_kernels_usable(model, kernels)  # the same decision as token_logprobs' to pack
     for layer in inner.layers:
-        hidden = hidden + _attention(layer.self_attn, _norm(layer.input_layernorm, hidden, native), cos, sin, packing, native)
-        hidden = hidden + _mlp(layer.mlp, _norm(layer.post_attention_layernorm, hidden, native), native)
-    return causal_lm.lm_head(_norm(inner.norm, hidden, native))
+        if checkpoint_layers and torch.is_grad_enabled():
+            hidden = torch.utils.checkpoint.checkpoint(_layer, layer, hidden, cos, sin, packing, native, use_reentrant=False)
+        else:
+            hidden = _layer(layer, hidden, cos, sin, packing, native)
+    return _norm(inner.norm, hidden, native)
+
+
+def _layer(layer, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, packing: Packing, native: bool) -> torch.Tensor:
+    """One decoder layer: pre-norm attention and MLP, each added to the residual stream."""
+    hidden = hidden + _attention(layer.self_attn, _norm(layer.input_layernorm, hidden, native), cos, sin, packing, native)
+    return hidden + _mlp(layer.mlp, _norm(layer.post_attention_layernorm, hidden, native), native)
 
 
 def _norm(norm, x: torch.Tensor, native: bool) -> torch.Tensor:
@@ -241,16 +259,38 @@ def packed_token_logprobs(
     entropy_grad: bool = False,
     entropy: bool = True,
     kernels: str = "auto",
+    chunk_tokens: int | None = None,
+    checkpoint_layers: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`token_logprobs` (reinforge.learner.logprobs) through `packing`: [N, T-1] each."""
-    logits = packed_logits(model, packing, kernels).float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    log_probs = logits.log_softmax(-1)  # [U, V]
+    """`token_logprobs` (reinforge.learner.logprobs) through `packing`: [N, T-1] each.
+
+    With `chunk_tokens` the log-softmax runs on the hidden states that many distinct tokens at a
+    time (reinforge.learner.chunked_logprobs; the caller checks that the model's lm_head is a
+    plain linear layer); a shared token's hidden state is read by each row that predicts from it."""
     predicts = attention_mask[:, 1:].bool()  # position t predicts a real token t+1
     where = predicts.nonzero(as_tuple=True)
     source = packing.source[:, :-1][where]
-    chosen = log_probs.new_zeros(predicts.shape).index_put(where, log_probs[source, input_ids[:, 1:][where]])
+    targets = input_ids[:, 1:][where]
+    if chunk_tokens is not None:
+        causal_lm = model.get_base_model() if is_lora_model(model) else model
+        head = causal_lm.get_output_embeddings()
+        # only the distinct tokens some row predicts from (a row's last token predicts nothing)
+        used, source = torch.unique(source, return_inverse=True)
+        hidden = packed_hidden(model, packing, kernels, checkpoint_layers).index_select(0, used)
+        chosen, per_token = chunked_token_logprobs(
+            hidden, head.weight, head.bias, source, targets, temperature, chunk_tokens, entropy,
+            entropy_grad and torch.is_grad_enabled(),
+        )
+        chosen = chosen.new_zeros(predicts.shape).index_put(where, chosen)
+        if not entropy:
+            return chosen, None
+        return chosen, per_token.new_zeros(predicts.shape).index_put(where, per_token[source])
+    causal_lm = model.get_base_model() if is_lora_model(model) else model
+    logits = causal_lm.lm_head(packed_hidden(model, packing, kernels, checkpoint_layers)).float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    log_probs = logits.log_softmax(-1)  # [U, V]
+    chosen = log_probs.new_zeros(predicts.shape).index_put(where, log_probs[source, targets])
     if not entropy:
         return chosen, None
     with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):

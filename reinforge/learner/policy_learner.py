@@ -14,9 +14,10 @@ from transformers import PreTrainedModel
 
 from reinforge.algos.types import LossNormalizer
 from reinforge.learner import packed_forward
-from reinforge.learner.batch import TrainingBatch
+from reinforge.learner.batch import TrainingBatch, micro_batches
+from reinforge.learner.chunked_logprobs import DEFAULT_CHUNK_TOKENS
 from reinforge.learner.compiled_forward import compile_forward as compile_forward_of
-from reinforge.learner.logprobs import token_logprobs
+from reinforge.learner.logprobs import enable_activation_checkpointing, token_logprobs
 
 # (new log-probs [n, T-1], entropy [n, T-1], micro-batch, mini-batch counts)
 #   -> (this micro-batch's share of the mini-batch loss, metrics)
@@ -39,13 +40,27 @@ class PolicyLearner:
         lr_warmup_steps: int = 0,
         pack_sequences: bool = True,
         packed_kernels: str = "auto",
+        logprob_chunk_tokens: int | None = DEFAULT_CHUNK_TOKENS,
+        max_tokens_per_microbatch: int | None = None,
+        activation_checkpointing: bool = False,
     ):
         """`compile_forward`: torch.compile the model's forward in place (reinforge.learner.compiled_forward).
         `lr_warmup_steps`: the learning rate rises linearly over the first optimizer steps (see warmup_lr).
         `pack_sequences`: compute each distinct token once (reinforge.learner.packed_forward), for
         the model types it supports and without `compile_forward` (which compiles the padded forward).
         `packed_kernels`: auto, torch or native, the packed forward's kernels
-        (reinforge.kernels.choice; native raises here where they cannot be built)."""
+        (reinforge.kernels.choice; native raises here where they cannot be built).
+        `logprob_chunk_tokens`: tokens per chunk of the log-softmax over the vocabulary, forward and
+        backward (reinforge.learner.chunked_logprobs); None computes the whole logits at once.
+        `max_tokens_per_microbatch`: micro-batches by a token budget instead of
+        `micro_batch_size` rows (reinforge.learner.batch.micro_batches).
+        `activation_checkpointing`: decoder layers recompute their activations in the backward."""
+        check_memory_settings(logprob_chunk_tokens, max_tokens_per_microbatch)
+        if activation_checkpointing:
+            enable_activation_checkpointing(model)
+        self.logprob_chunk_tokens = logprob_chunk_tokens
+        self.max_tokens_per_microbatch = max_tokens_per_microbatch
+        self.activation_checkpointing = activation_checkpointing
         self.model = compile_forward_of(model) if compile_forward else model
         self.pack = pack_sequences and not compile_forward and packed_forward.supports(model)
         self.packed_kernels = packed_kernels
@@ -93,12 +108,13 @@ class PolicyLearner:
         normalizer = float(max(norm.num_tokens, 1))
         totals: dict[str, float] = {}
         entropy_sum = 0.0
-        for start in range(0, len(batch), self.micro_batch_size):
-            micro = batch.select(slice(start, start + self.micro_batch_size)).to(self.device)
+        for rows in micro_batches(batch.attention_mask, self.micro_batch_size, self.max_tokens_per_microbatch):
+            micro = batch.select(rows).to(self.device)
             with self._autocast():
                 logprobs, entropy = token_logprobs(
                     self.model, micro.input_ids, micro.attention_mask, self.temperature, self.entropy_grad, self.pack,
-                    packed_kernels=self.packed_kernels,
+                    packed_kernels=self.packed_kernels, chunk_tokens=self.logprob_chunk_tokens,
+                    checkpoint_layers=self.activation_checkpointing,
                 )
             loss, metrics = loss_fn(logprobs, entropy, micro, norm)
             loss.backward()
@@ -122,7 +138,8 @@ class PolicyLearner:
     def logprobs(self, batch: TrainingBatch) -> torch.Tensor:
         """Log-probs of `batch` under the current weights, without gradients: [N, T-1]."""
         return compute_logprobs(
-            self.model, batch, self.micro_batch_size, self.temperature, self._autocast, self.pack, self.packed_kernels
+            self.model, batch, self.micro_batch_size, self.temperature, self._autocast, self.pack, self.packed_kernels,
+            self.logprob_chunk_tokens, self.max_tokens_per_microbatch,
         )
 
 
@@ -157,21 +174,31 @@ def autocast_on(device: torch.device, bf16: bool):
     return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 
+def check_memory_settings(logprob_chunk_tokens: int | None, max_tokens_per_microbatch: int | None) -> None:
+    """A clear error for a chunk or a token budget that is not a positive number of tokens."""
+    for key, value in (("logprob_chunk_tokens", logprob_chunk_tokens), ("max_tokens_per_microbatch", max_tokens_per_microbatch)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise ValueError(f"algo.{key} must be a positive number of tokens or None, got {value!r}")
+
+
 @torch.no_grad()
 def compute_logprobs(
     model, batch: TrainingBatch, micro_batch_size: int, temperature: float, autocast=contextlib.nullcontext, pack: bool = False,
-    packed_kernels: str = "auto",
+    packed_kernels: str = "auto", chunk_tokens: int | None = DEFAULT_CHUNK_TOKENS, max_tokens: int | None = None,
 ) -> torch.Tensor:
+    """Log-probs of `batch` without gradients, [N, T-1], over micro-batches of `micro_batch_size`
+    rows or of a `max_tokens` budget; `chunk_tokens` as in token_logprobs."""
     was_training = model.training
     model.eval()
     out = torch.zeros_like(batch.old_logprobs)
     device = next(model.parameters()).device
-    for start in range(0, len(batch), micro_batch_size):
-        rows = slice(start, start + micro_batch_size)
-        input_ids, attention_mask = batch.input_ids[rows].to(device), batch.attention_mask[rows].to(device)
+    for rows in micro_batches(batch.attention_mask, micro_batch_size, max_tokens):
+        width = int(batch.attention_mask[rows].sum(1).max())  # right padding: trim to the longest row
+        input_ids, attention_mask = batch.input_ids[rows, :width].to(device), batch.attention_mask[rows, :width].to(device)
         with autocast():
             lp, _ = token_logprobs(
-                model, input_ids, attention_mask, temperature, pack=pack, entropy=False, packed_kernels=packed_kernels
+                model, input_ids, attention_mask, temperature, pack=pack, entropy=False, packed_kernels=packed_kernels,
+                chunk_tokens=chunk_tokens,
             )
         out[rows, : lp.shape[1]] = lp.to(out.device)
     model.train(was_training)

@@ -15,8 +15,9 @@ from transformers import PreTrainedModel
 
 from reinforge.learner import packed_forward
 from reinforge.learner.batch import TrainingBatch
+from reinforge.learner.chunked_logprobs import DEFAULT_CHUNK_TOKENS
 from reinforge.learner.compiled_forward import compile_forward
-from reinforge.learner.policy_learner import compute_logprobs
+from reinforge.learner.policy_learner import check_memory_settings, compute_logprobs
 from reinforge.models.lora import is_lora_model
 
 
@@ -25,10 +26,16 @@ class ReferenceModel:
         self, model: PreTrainedModel, micro_batch_size: int = 64, temperature: float = 1.0, compile_forward: bool = False,
         pack_sequences: bool = True,
         packed_kernels: str = "auto",
+        logprob_chunk_tokens: int | None = DEFAULT_CHUNK_TOKENS,
+        max_tokens_per_microbatch: int | None = None,
     ):
         """`compile_forward`: torch.compile the frozen copy's forward (reinforge.learner.compiled_forward).
-        `pack_sequences`, `packed_kernels`: as the policy learner's (reinforge.learner.packed_forward)."""
+        `pack_sequences`, `packed_kernels`, `logprob_chunk_tokens`, `max_tokens_per_microbatch`: as
+        the policy learner's (reinforge.learner.policy_learner)."""
+        check_memory_settings(logprob_chunk_tokens, max_tokens_per_microbatch)
         self.micro_batch_size = micro_batch_size
+        self.logprob_chunk_tokens = logprob_chunk_tokens
+        self.max_tokens_per_microbatch = max_tokens_per_microbatch
         self.compile_forward = compile_forward
         self.pack = pack_sequences and not compile_forward and packed_forward.supports(model)
         self.packed_kernels = packed_kernels
@@ -56,7 +63,8 @@ class ReferenceModel:
     def logprobs(self, batch: TrainingBatch) -> torch.Tensor:
         with self.model.disable_adapter() if self.adapters_off else contextlib.nullcontext():
             return compute_logprobs(
-                self.model, batch, self.micro_batch_size, self.temperature, pack=self.pack, packed_kernels=self.packed_kernels
+                self.model, batch, self.micro_batch_size, self.temperature, pack=self.pack, packed_kernels=self.packed_kernels,
+                chunk_tokens=self.logprob_chunk_tokens, max_tokens=self.max_tokens_per_microbatch,
             )
 
     def state_dict(self) -> dict[str, torch.Tensor] | None:

@@ -35,8 +35,12 @@ def gpt2_with_dropout(tokenizer) -> GPT2LMHeadModel:
 
 
 def record_modes(model: torch.nn.Module) -> list[bool]:
+    """The mode of every dropout layer each time it runs (the learner may call the decoder rather
+    than the whole model: reinforge.learner.logprobs)."""
     modes: list[bool] = []
-    model.register_forward_pre_hook(lambda module, args: modes.append(module.training))
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.register_forward_pre_hook(lambda module, args: modes.append(module.training))
     return modes
 
 
