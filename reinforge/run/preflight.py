@@ -15,6 +15,7 @@ from reinforge.distributed.ray_cluster import INSTALL_HINT, ray_available
 from reinforge.engines.torch_engine import MAX_BATCH_SIZE
 from reinforge.envs.factory import check_env_config
 from reinforge.models.loading import ModelLoadError, check_causal_lm_dir
+from reinforge.models.model_source import resolve_model_path
 from reinforge.models import lora
 from reinforge.models.tiny_llama import PRESETS, tiny_llama_skeleton
 from reinforge.rewards.builtin import build_component
@@ -22,6 +23,7 @@ from reinforge.tasks.registry import check_task_config
 from reinforge.values.config_check import check_prompt_value
 from reinforge.telemetry.wandb_sink import wandb_available
 from reinforge.values.value_heads_check import check_value_heads
+from reinforge.run.memory_check import check_memory_fit, prompt_lower_bound
 from reinforge.run.task_fit import check_jsonl_texts, check_prompt_lengths  # noqa: F401 - check_prompt_lengths re-exported
 
 
@@ -73,7 +75,7 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
                     f"components: {', '.join(component_names)}"
                 )
 
-    tokenizer, model_config = None, None
+    tokenizer, model_config, directory = None, None, None
     if cfg.model.path is not None:
         try:
             directory, model_config, tokenizer = check_causal_lm_dir(cfg.model.path)
@@ -107,6 +109,8 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
                 f"trainer.output_dir={out} already holds files; choose a new directory, "
                 f"or continue that run with `reinforge train --resume {out}`"
             )
+    # Last, once the settings are known good; the tasks are not tokenized yet, so prompts count at their fewest tokens.
+    check_memory_fit(cfg, directory, prompt_lower_bound(cfg, tokenizer), exact_prompts=False)
 
 
 def check_engine(cfg: Config, model_config: dict | None) -> None:
@@ -187,7 +191,7 @@ def check_lora(cfg: Config, model_config: dict | None) -> None:
     if model_config is not None:
         from transformers import AutoConfig
 
-        skeleton = lora.architecture_skeleton(AutoConfig.from_pretrained(cfg.model.path, local_files_only=True))
+        skeleton = lora.architecture_skeleton(AutoConfig.from_pretrained(resolve_model_path(cfg.model.path), local_files_only=True))
         where = f"model.path {cfg.model.path}"
     else:
         skeleton = tiny_llama_skeleton(cfg.model.preset)

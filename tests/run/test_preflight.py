@@ -92,7 +92,7 @@ def test_bad_reward_params() -> None:
 
 def test_missing_model_dir_mentions_hub(tmp_path: Path) -> None:
     message = config_error(f"model.path={tmp_path / 'nonexistent'}")
-    assert "model.path" in message and "hub" in message
+    assert "model.path" in message and "a .gguf file, a Hub id (org/name)" in message
 
 
 def test_model_dir_without_config_json(tmp_path: Path) -> None:
@@ -144,10 +144,10 @@ def test_cli_group_of_one_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert captured.out == ""
 
 
-def test_cli_missing_model_mentions_hub(capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_missing_model_says_what_was_expected(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["train", "--model", "/nonexistent"]) == 2
     err = capsys.readouterr().err
-    assert "model.path" in err and "/nonexistent" in err and "hub downloads" in err
+    assert "model.path" in err and "/nonexistent" in err and "a Hub id (org/name)" in err
 
 
 def test_cli_schema_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

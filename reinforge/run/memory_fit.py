@@ -1,0 +1,528 @@
+"""Will one RL step fit in memory? Predicted from the model's config and the run's settings, before
+any model is loaded (invariant 3), and refused with the numbers and the knobs when it cannot fit.
+
+The step's parts and what each holds (bytes; P = the model's distinct weights, tied embeddings
+once, counted on the meta device; T = trainable weights, P or the LoRA adapters'):
+
+    resident, the whole step:
+      runtime          RUNTIME_BYTES: the interpreter with torch, transformers and reinforge imported
+      weights          4 P            (loaded float32; bf16 autocast keeps float32 weights)
+      AdamW state      2 x 4 T        (exp_avg, exp_avg_sq, float32)
+      reference        4 P            when a reference is loaded (algo.kl_coef > 0 or algo.ace_alpha > 0)
+                                      and the policy is not LoRA (whose reference is its base, no copy)
+      engine copy      bytes(engine_dtype) P  TorchEngine's fused decoder copies every matrix ([in, out]
+                                      layout; tied embeddings once); a LoRA policy adds the plain
+                                      float32 model the engine samples from (4 P). The transformers
+                                      fallback samples from the model itself (no copy).
+      critic           4 x 4 P_c      weights, gradients, AdamW state of the value model (critic.enabled)
+    plus the largest of the phases:
+      rollout          gradients (4 T, kept from the last update) + the KV cache of one engine batch
+                       + decode and prefill transients
+      no-grad forward  gradients + one layer's transients + a log-prob chunk (reference, old log-probs)
+      update           activations of one micro-batch + the log-prob chunk's forward/backward buffers
+                       (+ gradients when a mini-batch takes several micro-batches: `zero_grad(set_to_none)`
+                       frees them at the start of each optimizer step, and the first backward makes them again)
+      optimizer        gradients + AdamW's temporaries
+      evaluation       gradients + the KV cache of one batch of held-out episodes
+      weight sync      LoRA: the merged matrices W + s B A, made at every sync
+
+KV cache (reinforge.engines.kv_cache.kv_cache_bytes): 2 x layers x rows x tokens x kv_heads x head_dim
+x bytes, rows = min(prompts_per_step x group_size, engine batch of 512), tokens = longest prompt +
+max_new_tokens; when a group shares a prompt of MIN_SHARED_PROMPT+ tokens the engine caches it once
+per group (prefill_shared, whose prefill cache of the distinct prompts is alive at the same time).
+
+Activations (per layer; H hidden, q = heads x head_dim, kv = kv_heads x head_dim, I the MLP width):
+the tensors autograd saves, counted with saved_tensors_hooks (tests/run/test_memory_fit.py checks
+the counts on a small model):
+    C kernels (algo.packed_kernels auto on a 1-thread CPU float32 run), per token:
+        4H + 2q + 2kv + 3I + heads   (two norms' inputs and outputs, q k v and the attention output,
+        its log-sum-exp, gate, up and SiLU(gate) x up: 8,459 numbers on SmolLM2)
+    torch's ops (a GPU, bf16 autocast, several threads, algo.packed_kernels=torch):
+        6H + 4I per token (transformers' RMSNorm keeps x, x * rsqrt and the output; SiLU its input
+        and output), and SDPA's q, its output and log-sum-exp (2q + heads) per query slot and k, v
+        (2kv) per key slot of the padded layout it runs on (rows x width; a group's later rows
+        query from where they diverge, reinforge.learner.packed_forward.plan_attention). On a GPU in
+        float32 with grouped-query attention SDPA takes its math backend (flash takes no float32,
+        the memory-efficient kernel no GQA): k and v repeated to every head (2q per key slot) and
+        the [rows, heads, T, T] probabilities (measured on an H200, torch 2.11: 14,122 numbers per
+        token per layer on SmolLM2's shape with 32 rows of 40 + 128 tokens; predicted 14,257).
+    plus, per token, the embedding, the final norm and the hidden states the log-probs read (4H).
+With algo.activation_checkpointing each layer keeps only its input (H per token per layer), and
+one layer's activations are rebuilt at a time in the backward. Tokens of a micro-batch: the
+packed forward (algo.pack_sequences) computes each distinct token once, so a group's prompt
+counts once: distinct groups x prompt + rows x response; the padded forward rows x width. Rows of
+a micro-batch: algo.micro_batch_size, or as many full-length rows as algo.max_tokens_per_microbatch
+holds (reinforge.learner.batch.micro_batches). The mini-batch's rows come in random order, so a
+micro-batch of m of the n = D x G rows holds D (1 - C(n - G, m) / C(n, m)) groups on average.
+
+Log-prob chunk (reinforge.learner.chunked_logprobs): forward two [chunk, V] float32 buffers (the
+log-softmax and its exp for the entropy); backward two more, the [V, H] float32 gradient of the
+output layer and one [V, H] product per chunk. algo.logprob_chunk_tokens = None: the whole
+[tokens, V] logits, log-softmax and entropy terms (3 x tokens x V x 4).
+
+Checkpointing on a CPU: the backward recomputes each layer's activations, frees them, and in
+between allocates that layer's weight gradients (`zero_grad(set_to_none=True)` freed them at the
+start of the step); the gradients land in the freed blocks, and the next layer's activations, of
+the same sizes, no longer fit there, so glibc's heap grows by up to one layer's recomputed
+activations per layer. Counted as that bound ("heap fragmentation", at most what checkpointing
+saves); measured at about half of it on SmolLM2 (4 x 4 rows of 36 + 128 tokens: the heap held
+1.28 GiB free at the peak while 1.9 GiB were in use, and keeping the gradients allocated between
+steps took the peak down by 0.5 GiB). The CUDA caching allocator reuses such blocks: not counted on
+a GPU.
+
+LoRA on a CPU: each adapted layer's forward makes [tokens, out] temporaries (the base output, the
+adapter's, their scaled sum) and keeps the adapter's small [tokens, r] input projection for the
+backward; glibc places that small block in the space a freed temporary left, and the large
+tensors that follow no longer fit there. Counted as one [tokens, out] float32 block per adapted
+layer; measured on SmolLM2 (4 x 4 rows of 36 + 128 tokens, r = 8, all seven projections): 1.79 GiB
+of the heap free at the update's peak, 3.0 GiB in use, the saved tensors 2.02 GiB as predicted.
+A GPU's caching allocator keeps blocks under 1 MB in a pool of their own: not counted there.
+
+What it leaves out, and why: the Python objects of trajectories and batches (kilobytes per row);
+glibc's retained heap (trainer.retain_freed_memory) adds a few percent (measured +2.3% on SmolLM2);
+Ray rollout workers and vLLM run in other processes (the vLLM engine's own KV cache,
+engine.kv_cache_gib, is counted since it shares the machine; its weights too), data-parallel
+followers are counted as one more copy of the learner's resident state each. Multi-turn rows are
+taken at prompt + max_turns x max_new_tokens (env observations unknown before the tasks run), or
+env.max_episode_tokens when set.
+
+Measured against this prediction (tests/run/test_memory_fit_accuracy.py: one steady-state step in a
+fresh process, peak RSS; rows x samples x forced new tokens, chat prompts of 36 tokens; 2-core CPU,
+1 thread, retain_freed_memory on):
+    SmolLM2-135M-Instruct  4x4x64, KL 0.04               predicted 4.49 GiB, measured 4.52 (-0.7%)
+                           8x4x128                        predicted 7.05 GiB, measured 7.69 (-8.3%)
+                           4x4x128, checkpointing         predicted 4.96 GiB, measured 4.26 (+16.5%)
+                           4x4x128, LoRA r=8, KL 0.04     predicted 5.75 GiB, measured 6.12 (-6.1%)
+    small preset (25M)     8x4x64                         predicted 1.57 GiB, measured 1.62 (-3.1%)
+On an H200 (SmolLM2's shape, random weights, 16x8x256 with prompts of 40 tokens; peak
+torch.cuda.max_memory_reserved): KL 0.04 predicted 32.35 GiB, measured 35.44 (-8.7%; 31.90 allocated);
+checkpointing with an 8,192-token budget predicted 4.26 GiB, measured 5.01 (-15.1%; 4.14 allocated:
+the caching allocator keeps the rollout's freed blocks).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reinforge.config import Config, ConfigError
+from reinforge.engines.kv_cache import kv_cache_bytes
+from reinforge.engines.torch_engine import MAX_BATCH_SIZE, MIN_SHARED_PROMPT
+
+GIB = 1 << 30
+MIB = 1 << 20
+# RSS of a process that has imported torch, transformers (with Llama's modeling code) and reinforge's
+# pipeline: 427 MiB measured (torch 2.13 CPU, transformers 5, Python 3.12: torch alone 276 MiB, with
+# transformers 300, with LlamaForCausalLM 398), plus ~50 MiB that a real tokenizer (49k entries), the
+# task list and the C kernels add once loaded (1503 MiB measured with SmolLM2 and its reference
+# loaded = 427 + 2 x 513 + 50).
+RUNTIME_BYTES = 480 * MIB
+# The fused decoder's model types (reinforge.engines.llama_decoder.SUPPORTED_MODEL_TYPES; read here
+# from the config alone).
+FUSED_MODEL_TYPES = {"llama", "mistral", "qwen2"}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the prediction needs from a model's config: counts read from its architecture on the
+    meta device (no weights), so tied embeddings, biases and any layout are counted exactly."""
+
+    params: int
+    vocab: int
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    largest_param: int  # elements of the largest weight (AdamW's CPU temporaries are one at a time)
+    fused: bool  # TorchEngine's fused decoder and the packed forward run it (Llama family, SiLU, full attention)
+    linears: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # last name -> [(in, out)], for LoRA
+    config: Any = None  # the transformers config (kv_cache_bytes reads it)
+
+    def lora_params(self, lora) -> int:
+        """Adapter weights of model.lora: r x (in + out) per targeted linear layer."""
+        return sum(lora.r * (i + o) for name in lora.target_modules for i, o in self.linears.get(name, []))
+
+    def lora_outputs(self, lora) -> int:
+        """Output features of the targeted layers, summed (a [tokens, out] temporary each in the forward)."""
+        return sum(o for name in lora.target_modules for _, o in self.linears.get(name, []))
+
+    def lora_targeted(self, lora) -> int:
+        """Weights of the targeted layers (merged afresh at every engine sync)."""
+        return sum(i * o for name in lora.target_modules for i, o in self.linears.get(name, []))
+
+
+def model_shape(model_config) -> ModelShape:
+    """The shape of a transformers config (AutoConfig / LlamaConfig), from its meta-device skeleton."""
+    import torch
+
+    from reinforge.models.lora import architecture_skeleton
+
+    skeleton = architecture_skeleton(model_config)
+    seen, params, largest = set(), 0, 0
+    for p in skeleton.parameters():  # parameters() yields a tied weight once
+        if id(p) not in seen:
+            seen.add(id(p))
+            params += p.numel()
+            largest = max(largest, p.numel())
+    tied = bool(getattr(model_config, "tie_word_embeddings", False))
+    linears: dict[str, list[tuple[int, int]]] = {}
+    for name, module in skeleton.named_modules():
+        last = name.rsplit(".", 1)[-1]
+        if isinstance(module, torch.nn.Linear) and not (tied and last == "lm_head"):
+            linears.setdefault(last, []).append((module.in_features, module.out_features))
+    c = model_config
+    hidden = first_attr(c, "hidden_size", "n_embd", "d_model")
+    heads = first_attr(c, "num_attention_heads", "n_head")
+    kv_heads = getattr(c, "num_key_value_heads", None) or heads
+    head_dim = getattr(c, "head_dim", None) or hidden // heads
+    intermediate = getattr(c, "intermediate_size", None) or getattr(c, "n_inner", None) or 4 * hidden
+    fused = (
+        getattr(c, "model_type", None) in FUSED_MODEL_TYPES
+        and getattr(c, "hidden_act", "silu") == "silu"
+        and not getattr(c, "use_sliding_window", False)
+        and getattr(c, "sliding_window", None) is None
+    )
+    return ModelShape(
+        params=params, vocab=first_attr(c, "vocab_size"), hidden=hidden, layers=first_attr(c, "num_hidden_layers", "n_layer"),
+        heads=heads, kv_heads=kv_heads, head_dim=head_dim, intermediate=intermediate, largest_param=largest, fused=fused,
+        linears=linears, config=c,
+    )
+
+
+def first_attr(config, *names: str) -> int:
+    for name in names:
+        value = getattr(config, name, None)
+        if value is not None:
+            return int(value)
+    raise ConfigError(f"the model's config has none of {', '.join(names)}: reinforge cannot predict its memory (set trainer.memory_check=false)")
+
+
+@dataclass
+class MemoryEstimate:
+    """Predicted bytes: `resident` for the whole step, plus the largest of `phases`."""
+
+    resident: dict[str, int]
+    phases: dict[str, dict[str, int]]
+    notes: dict[str, str] = field(default_factory=dict)  # term -> how it was sized, for the message
+
+    def phase_total(self, name: str) -> int:
+        return sum(self.phases[name].values())
+
+    @property
+    def peak_phase(self) -> str:
+        return max(self.phases, key=self.phase_total)
+
+    @property
+    def peak(self) -> int:
+        return sum(self.resident.values()) + self.phase_total(self.peak_phase)
+
+    def peak_of(self, phases: list[str]) -> int:
+        """The peak over some phases only (a measurement that skips evaluation, say)."""
+        return sum(self.resident.values()) + max(self.phase_total(p) for p in phases if p in self.phases)
+
+    def terms(self) -> list[tuple[str, int]]:
+        """Resident terms and the peak phase's, largest first (zeros left out)."""
+        merged = {**self.resident}
+        for name, size in self.phases[self.peak_phase].items():
+            merged[name] = merged.get(name, 0) + size
+        return sorted(((k, v) for k, v in merged.items() if v > 0), key=lambda kv: -kv[1])
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{name} {gib(size)}" + (f" ({self.notes[name]})" if name in self.notes else "") for name, size in self.terms())
+        return f"{gib(self.peak)} at its peak (the {self.peak_phase}): {parts}"
+
+
+def gib(size: int) -> str:
+    return f"{size / GIB:.2f} GiB"
+
+
+@dataclass(frozen=True)
+class StepSizes:
+    """Rows and tokens of one step, from the config and the longest prompt."""
+
+    rows: int
+    groups: int
+    prompt: int
+    response: int
+
+    @property
+    def row_tokens(self) -> int:
+        return self.prompt + self.response
+
+
+def step_sizes(cfg: Config, prompt_tokens: int) -> StepSizes:
+    r, env = cfg.rollout, cfg.env
+    if env.type == "single_turn":
+        response = r.max_new_tokens
+    else:  # every turn's budget (observations between turns are not known before the tasks run)
+        response = r.max_new_tokens * env.max_turns
+        if env.max_episode_tokens:
+            response = min(response, max(env.max_episode_tokens - prompt_tokens, r.max_new_tokens))
+    return StepSizes(r.prompts_per_step * r.group_size, r.prompts_per_step, prompt_tokens, response)
+
+
+def expected_groups(rows: int, groups: int, picked: int) -> float:
+    """Distinct groups among `picked` of `rows` rows in random order (groups of rows / groups)."""
+    size = rows // max(groups, 1)
+    if picked >= rows or size <= 1:
+        return min(groups, picked) if size > 1 else picked
+    if rows - size < picked:  # every group has a row among those picked
+        return groups
+    # C(rows - size, picked) / C(rows, picked): the chance that a group has no row among those picked
+    miss = math.exp(
+        math.lgamma(rows - size + 1) + math.lgamma(rows - picked + 1) - math.lgamma(rows - size - picked + 1) - math.lgamma(rows + 1)
+    )
+    return groups * (1 - miss)
+
+
+def layer_floats(shape: ModelShape, native: bool) -> int:
+    """Saved numbers per token of one decoder layer's forward when every row computes its own
+    tokens (no shared prompt, so the attention's padded layout holds the same tokens)."""
+    h, q, kv, i = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.intermediate
+    if native:
+        return 4 * h + 2 * q + 2 * kv + 3 * i + shape.heads
+    return 6 * h + 2 * q + 2 * kv + 4 * i + shape.heads
+
+
+def uses_native_kernels(cfg: Config) -> bool:
+    """algo.packed_kernels' choice as the learner makes it (reinforge.kernels.choice.usable), from
+    the config: CPU, float32, not autocast, one thread unless native is asked for. (Whether a C
+    compiler is there is not checked here: without one the torch path's larger count applies.)"""
+    a = cfg.algo
+    if a.packed_kernels == "torch" or not cfg.model.device == "cpu" or a.bf16_autocast:
+        return False
+    return a.packed_kernels == "native" or cfg.trainer.threads == 1
+
+
+def sdpa_materializes_scores(cfg: Config, shape: ModelShape) -> bool:
+    """CUDA, float32, grouped-query attention: torch's SDPA takes its math backend (flash takes no
+    float32, the memory-efficient kernel no GQA), which keeps the [rows, heads, T, T] probabilities
+    and k, v repeated to every head for the backward (measured on an H200 with torch 2.11:
+    14,122 numbers saved per token per layer on SmolLM2's shape, 32 rows of 40 + 128 tokens)."""
+    return cfg.model.device.startswith("cuda") and not cfg.algo.bf16_autocast and shape.kv_heads != shape.heads
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """The update's largest micro-batch: its rows, the groups among them, the tokens its forward
+    computes (distinct ones when packed), the rows' width, and how many micro-batches a mini-batch takes."""
+
+    rows: int
+    groups: float
+    tokens: int
+    width: int
+    prompt: int
+    count: int
+    packed: bool
+
+    def attention_slots(self) -> tuple[int, int, int]:
+        """(query slots, key slots, query x key pairs) of the padded layout SDPA runs on (torch's
+        ops): rows that share a prompt of a quarter of the width or more with an earlier row attend
+        from where they diverge (reinforge.learner.packed_forward.plan_attention)."""
+        w, g = self.width, min(self.groups, self.rows)
+        if self.packed and g < self.rows and self.prompt >= 0.25 * w:
+            late = self.rows - g
+            return math.ceil(g * w + late * (w - self.prompt)), self.rows * w, math.ceil((g * w + late * (w - self.prompt)) * w)
+        return self.rows * w, self.rows * w, self.rows * w * w
+
+
+def micro_batch(cfg: Config, sizes: StepSizes, shape: ModelShape) -> MicroBatch:
+    a = cfg.algo
+    mini_rows = max(1, sizes.rows // a.mini_batches // max(cfg.workers.learners, 1))
+    budget = a.max_tokens_per_microbatch
+    if budget is None:
+        rows = min(a.micro_batch_size, mini_rows)
+    else:
+        rows = min(mini_rows, max(1, budget // max(sizes.row_tokens, 1)))
+    packed = a.pack_sequences and not a.compile_forward and shape.fused
+    if packed and sizes.prompt > 0:
+        groups = expected_groups(sizes.rows, sizes.groups, rows) if a.mini_batches == 1 else min(rows, sizes.groups)
+        tokens = math.ceil(groups * sizes.prompt) + rows * sizes.response
+    else:
+        groups, tokens = rows, rows * sizes.row_tokens
+    return MicroBatch(rows, groups, tokens, sizes.row_tokens, sizes.prompt, math.ceil(mini_rows / rows), packed)
+
+
+def layer_bytes(cfg: Config, shape: ModelShape, micro: MicroBatch, native: bool, act_bytes: int) -> int:
+    """Bytes one decoder layer saves for the backward over `micro` (see the module docstring)."""
+    h, q, kv, i, heads = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.intermediate, shape.heads
+    if native:  # the C kernels read the packed tokens where they are: no padded layout
+        return micro.tokens * layer_floats(shape, native=True) * act_bytes
+    q_slots, k_slots, pairs = micro.attention_slots()
+    scores = sdpa_materializes_scores(cfg, shape)
+    per_key = 2 * q if scores else 2 * kv  # k and v, repeated to every query head by the math backend
+    saved = micro.tokens * (6 * h + 4 * i) + q_slots * (2 * q + heads) + k_slots * per_key
+    return saved * act_bytes + (heads * pairs * 4 if scores else 0)
+
+
+def logprob_chunk_bytes(cfg: Config, shape: ModelShape, tokens: int, backward: bool) -> int:
+    chunk = cfg.algo.logprob_chunk_tokens
+    v, h = shape.vocab, shape.hidden
+    if chunk is None:  # the whole logits: log-softmax, and its exp and product for the entropy (or their gradients)
+        return 3 * tokens * v * 4
+    chunk = min(chunk, tokens)
+    return 2 * chunk * v * 4 + (2 * v * h * 4 if backward else 0)
+
+
+def kv_bytes(shape: ModelShape, rows: int, groups: int, prompt: int, response: int, dtype: str) -> int:
+    """One engine batch's cache (rows <= MAX_BATCH_SIZE), with the shared-prompt layout when it applies."""
+    if shape.fused and groups < rows and prompt >= MIN_SHARED_PROMPT:
+        # prefill_shared: the distinct prompts' prefill cache, their shared copy, and each row's own responses
+        return (
+            kv_cache_bytes(shape.config, groups, prompt + response, dtype)
+            + kv_cache_bytes(shape.config, groups, prompt, dtype)
+            + kv_cache_bytes(shape.config, rows, response, dtype)
+        )
+    return kv_cache_bytes(shape.config, rows, prompt + response, dtype)
+
+
+def sampling_bytes(shape: ModelShape, rows: int, prefill_rows: int, prompt: int, dtype_bytes: int) -> int:
+    """Decode transients (logits and the sampler's softmax over [rows, V], float32) and the prefill's:
+    one layer's projections over the prompts' tokens, and SDPA's [rows, heads, P, P] scores."""
+    q, kv, i, h = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.intermediate, shape.hidden
+    decode = 4 * rows * shape.vocab * 4
+    prefill = prefill_rows * prompt * (q + 2 * kv + 3 * i + 3 * h + q) * dtype_bytes + prefill_rows * shape.heads * prompt * prompt * 4
+    return decode + prefill
+
+
+def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: ModelShape | None = None, policies: int = 1) -> MemoryEstimate:
+    """The memory of one steady-state RL step of `cfg` on a model of `shape`, whose longest prompt
+    has `prompt_tokens` tokens. Bytes on the CPU (model.device=cpu, runtime included) or on the GPU."""
+    a, r = cfg.algo, cfg.rollout
+    on_gpu = cfg.model.device.startswith("cuda")
+    lora = cfg.model.lora
+    p = shape.params
+    trainable = shape.lora_params(lora) if lora is not None else p
+    engine_bytes = 2 if r.engine_dtype == "bfloat16" else 4
+    sizes = step_sizes(cfg, prompt_tokens)
+    notes: dict[str, str] = {}
+
+    resident = {"runtime": 0 if on_gpu else RUNTIME_BYTES, "weights": 4 * p, "AdamW state": 2 * 4 * trainable}
+    if lora is not None:
+        notes["AdamW state"] = f"LoRA r={lora.r}: {trainable:,} adapter weights"
+    if (a.kl_coef > 0 or a.ace_alpha > 0) and lora is None:
+        resident["reference model"] = 4 * p
+    if cfg.engine.type == "vllm":
+        resident["engine copy"] = engine_bytes * p + (0 if on_gpu else int(cfg.engine.kv_cache_gib * GIB))
+        notes["engine copy"] = f"vLLM's weights and engine.kv_cache_gib={cfg.engine.kv_cache_gib}"
+    elif cfg.workers.workers == 0:
+        engine = engine_bytes * p if shape.fused else 0
+        if lora is not None:
+            engine += 4 * p  # the plain model the engine samples from (lora.inference_copy)
+        resident["engine copy"] = engine
+        if cfg.trainer.schedule == "async":  # the producer's own model, its engine, and the weight snapshots waiting for it
+            resident["async producer"] = 4 * p + engine_bytes * p + (cfg.trainer.max_staleness + 1) * 4 * p
+    if cfg.critic.enabled:
+        c = critic_shape or shape
+        resident["critic"] = 4 * 4 * c.params
+    if cfg.workers.learners > 1 and not on_gpu:  # followers on this machine: the learner's state each
+        resident["other learner processes"] = (cfg.workers.learners - 1) * (RUNTIME_BYTES + 4 * p + 3 * 4 * trainable)
+    if a.bf16_autocast:  # autocast caches a bf16 copy of every weight it casts, for the forward's duration
+        resident["bf16 weight casts"] = 2 * p
+
+    gradients = 4 * trainable
+    native = uses_native_kernels(cfg)
+    act_bytes = 2 if a.bf16_autocast else 4
+    micro = micro_batch(cfg, sizes, shape)
+    tokens = micro.tokens
+    per_layer = layer_bytes(cfg, shape, micro, native, act_bytes)
+    outside_layers = tokens * 4 * shape.hidden * 4  # the embedding, the final norm and the hidden states the log-probs read
+    fragmentation = 0
+    if a.activation_checkpointing:
+        activations = tokens * shape.layers * shape.hidden * 4 + per_layer + outside_layers
+        notes["activations"] = f"checkpointed: {shape.layers} layer inputs + one layer, {tokens:,} tokens per micro-batch"
+        if not on_gpu:  # glibc's heap: see the module docstring, 'Checkpointing on a CPU'
+            fragmentation = min((shape.layers - 1) * per_layer, shape.layers * per_layer + outside_layers - activations)
+    else:
+        activations = shape.layers * per_layer + outside_layers
+        notes["activations"] = f"{shape.layers} layers x {tokens:,} tokens per micro-batch"
+    update = {"activations": activations, "log-prob chunks": logprob_chunk_bytes(cfg, shape, tokens, backward=True)}
+    if lora is not None and not on_gpu:  # glibc's heap: see the module docstring, 'LoRA on a CPU'
+        fragmentation += tokens * shape.lora_outputs(lora) * 4
+    if fragmentation:
+        update["heap fragmentation"] = fragmentation
+    if micro.count > 1:
+        update["gradients"] = gradients
+    if cfg.trainer.schedule == "async":  # the producer samples the next batch during the update
+        update["KV cache"] = kv_bytes(shape, min(sizes.rows, MAX_BATCH_SIZE), sizes.groups, sizes.prompt, sizes.response, r.engine_dtype)
+
+    engine_rows = min(sizes.rows, MAX_BATCH_SIZE)
+    engine_groups = max(1, math.ceil(engine_rows / r.group_size))
+    kv = kv_bytes(shape, engine_rows, engine_groups, sizes.prompt, sizes.response, r.engine_dtype)
+    notes["KV cache"] = f"{engine_rows} rows x {sizes.prompt} + {sizes.response} tokens"
+    phases = {
+        "rollout": {"gradients": gradients, "KV cache": kv, "sampling": sampling_bytes(shape, engine_rows, engine_groups, sizes.prompt, engine_bytes)},
+        "update": update,
+        "optimizer step": {"gradients": gradients, "optimizer temporaries": 4 * (trainable if on_gpu else min(shape.largest_param, trainable))},
+    }
+    h, i = shape.hidden, shape.intermediate
+    one_layer = tokens * (3 * h + 2 * i + shape.heads * shape.head_dim + 2 * shape.kv_heads * shape.head_dim) * act_bytes
+    if sdpa_materializes_scores(cfg, shape):  # the math backend's scores and probabilities, one layer at a time
+        one_layer += 2 * shape.heads * micro.attention_slots()[2] * 4
+    phases["no-grad forward"] = {"gradients": gradients, "activations": one_layer, "log-prob chunks": logprob_chunk_bytes(cfg, shape, tokens, backward=False)}
+
+    eval_rows = min(cfg.task.eval_size * max(cfg.eval.samples, 1), MAX_BATCH_SIZE)
+    eval_new = cfg.eval.max_new_tokens or r.max_new_tokens
+    eval_groups = max(1, math.ceil(eval_rows / max(cfg.eval.samples, 1)))
+    eval_response = sizes.response * eval_new // max(r.max_new_tokens, 1)
+    phases["evaluation"] = {
+        "gradients": gradients,
+        "KV cache": kv_bytes(shape, eval_rows, eval_groups, sizes.prompt, eval_response, r.engine_dtype),
+        "sampling": sampling_bytes(shape, eval_rows, eval_groups, sizes.prompt, engine_bytes),
+    }
+    if lora is not None:
+        phases["weight sync"] = {"gradients": gradients, "merged LoRA weights": 4 * shape.lora_targeted(lora)}
+    if cfg.critic.enabled:
+        c = critic_shape or shape
+        phases["critic update"] = {"activations": c.layers * layer_bytes(cfg, c, micro, native, act_bytes) + tokens * 4 * c.hidden * 4}
+    if policies > 1:
+        resident = {name: size * (policies if name != "runtime" else 1) for name, size in resident.items()}
+        notes["weights"] = f"{policies} policies"
+    return MemoryEstimate(resident, phases, notes)
+
+
+
+def config_shape(cfg: Config, model_dir: Path | None) -> ModelShape:
+    """The policy's shape: its config.json (model.path), or the tiny Llama the run would build."""
+    if model_dir is not None:
+        from transformers import AutoConfig
+
+        return model_shape(AutoConfig.from_pretrained(model_dir, local_files_only=True))
+    return tiny_shape(cfg.model.preset, cfg.model.vocab_size, cfg.model.max_positions)
+
+
+def tiny_shape(preset: str, vocab: int, max_positions: int) -> ModelShape:
+    from transformers import LlamaConfig
+
+    from reinforge.models.tiny_llama import PRESETS
+
+    hidden, layers, heads, kv_heads, mlp = PRESETS[preset]
+    return model_shape(
+        LlamaConfig(
+            vocab_size=vocab, hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=layers, num_attention_heads=heads,
+            num_key_value_heads=kv_heads, max_position_embeddings=max_positions, tie_word_embeddings=True,
+        )
+    )
+
+
+def run_shapes(cfg: Config, model_dir: Path | None) -> tuple[ModelShape, ModelShape | None, int]:
+    """The policy's shape, a separate critic trunk's (None: none, or a copy of the policy), and the
+    number of trainable policies (several for a game's multi-policy run)."""
+    from reinforge.run.multi_policy import policy_names
+
+    shape = config_shape(cfg, model_dir)
+    critic = None
+    if cfg.critic.enabled and cfg.critic.trunk == "separate":
+        critic = tiny_shape(cfg.critic.preset, shape.vocab, cfg.model.max_positions)
+    return shape, critic, max(1, len(policy_names(cfg)))
+
+
+def estimate_run(cfg: Config, model_dir: Path | None, prompt_tokens: int) -> MemoryEstimate:
+    """`predict` for the run `cfg` describes: its model (model_dir's config.json, or the tiny Llama
+    of model.preset), its critic and its number of policies."""
+    shape, critic, policies = run_shapes(cfg, model_dir)
+    return predict(cfg, shape, prompt_tokens, critic, policies)
