@@ -209,7 +209,25 @@ MEASURE = textwrap.dedent(
     sources = torch.arange(tokens)
 
     def peak_rss() -> int:
+        # VmHWM, which reset_peak() can lower (ru_maxrss never falls: a peak from before the
+        # measurement, e.g. pages the allocator kept, would hide the one measured)
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+    def current_rss() -> int:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return peak_rss()
+
+    def reset_peak() -> None:
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # resets VmHWM to the current RSS (Linux 4.0+)
+        except OSError:
+            pass
 
     # warm-up on a small case: the kernels' code pages and thread buffers count in RSS on first use
     small = chunked_token_logprobs(h[:8], w, None, sources[:8], targets[:8], 1.0, 4, entropy=True, entropy_grad=True)
@@ -217,12 +235,14 @@ MEASURE = textwrap.dedent(
     log_p = (h[:8] @ w.t()).log_softmax(-1)
     (log_p[sources[:8], targets[:8]].sum() - (log_p.exp() * log_p).sum()).backward()
     h.grad = w.grad = small = log_p = None
-    start = peak_rss()
+    reset_peak()
+    start = current_rss()
     lp, ent = chunked_token_logprobs(h, w, None, sources, targets, 1.0, chunk, entropy=True, entropy_grad=True)
     (lp.sum() + 0.1 * ent.sum()).backward()
     chunked = peak_rss() - start
     h.grad = w.grad = None
     # then the whole logits, as before: the high-water mark can only rise from the chunked one
+    reset_peak()
     log_p = (h @ w.t()).log_softmax(-1)
     lp, ent = log_p[sources, targets], -(log_p.exp() * log_p).sum(-1)
     (lp.sum() + 0.1 * ent.sum()).backward()
