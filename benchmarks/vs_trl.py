@@ -29,6 +29,16 @@ Needs TRL (an optional benchmark dependency, never a runtime one): `pip install 
     python benchmarks/vs_trl.py [--tasks 8] [--group-size 8] [--kl 0.05] [--pairs 6] [--threads 1]
                                 [--width 1] [--new-tokens 64] [--prompt-tokens N] [--compile]
                                 [--retain-freed-memory] [--json PATH]
+
+With `--model DIR` (a real model's HF directory) it compares the two on that model instead, each
+framework in a process of its own so that each one's peak memory is its own, with chat-templated
+prompts, 8x4 x 128 forced tokens and KL 0.04 by default (benchmarks/vs_trl_real.py says what is
+matched and how it is measured):
+
+    python benchmarks/vs_trl.py --model DIR [--tasks 8] [--group-size 4] [--new-tokens 128] [--kl 0.04]
+                                [--pairs 2] [--threads 1] [--micro-batch 8] [--trl-gradient-checkpointing on]
+                                [--set algo.KEY=VALUE ...] [--recipe default] [--one-at-a-time] [--log-dir DIR]
+                                [--json PATH]
 """
 
 from __future__ import annotations
@@ -341,24 +351,48 @@ def rollout_vs_generate(ours: Reinforge, env, tasks, group_size: int, new_tokens
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tasks", type=int, default=8, help="prompts per step")
-    parser.add_argument("--group-size", type=int, default=8, help="completions per prompt")
-    parser.add_argument("--new-tokens", type=int, default=64, help="sampled tokens per completion (forced)")
-    parser.add_argument("--prompt-tokens", type=int, default=0, help="lengthen every prompt to about this many tokens with one fixed instruction")
-    parser.add_argument("--kl", type=float, default=0.05, help="KL coefficient (0: no reference model)")
-    parser.add_argument("--pairs", type=int, default=6, help="timed pairs after one warm-up pair")
+    parser.add_argument("--model", default=None, metavar="DIR", help="a real model's HF directory: both sides load it, each in its own process (benchmarks/vs_trl_real.py); default: the toy model")
+    parser.add_argument("--tasks", type=int, default=None, help="prompts per step (default 8)")
+    parser.add_argument("--group-size", type=int, default=None, help="completions per prompt (default 8; with --model 4)")
+    parser.add_argument("--new-tokens", type=int, default=None, help="sampled tokens per completion, forced (default 64; with --model 128)")
+    parser.add_argument("--prompt-tokens", type=int, default=0, help="toy model: lengthen every prompt to about this many tokens with one fixed instruction")
+    parser.add_argument("--kl", type=float, default=None, help="KL coefficient, 0: no reference model (default 0.05; with --model 0.04)")
+    parser.add_argument("--pairs", type=int, default=None, help="timed pairs after one warm-up pair (default 6; with --model 2)")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads, both sides")
-    parser.add_argument("--width", type=int, default=1, help="hidden and MLP sizes as a multiple of the micro preset's")
-    parser.add_argument("--compile", action="store_true", help="reinforge with algo.compile_forward (TRL stays eager, its default)")
-    parser.add_argument("--generate-rounds", type=int, default=3, help="paired engine / generate calls")
+    parser.add_argument("--width", type=int, default=1, help="toy model: hidden and MLP sizes as a multiple of the micro preset's")
+    parser.add_argument("--compile", action="store_true", help="toy model: reinforge with algo.compile_forward (TRL stays eager, its default)")
+    parser.add_argument("--generate-rounds", type=int, default=3, help="toy model: paired engine / generate calls")
     parser.add_argument(
         "--retain-freed-memory", action="store_true",
-        help="keep freed heap memory mapped, as `reinforge train` does by default (trainer.retain_freed_memory): a process setting, so both sides get it",
+        help="toy model: keep freed heap memory mapped, as `reinforge train` does by default (trainer.retain_freed_memory): a process setting, so both sides get it (with --model, reinforge's side follows its config, TRL's is left as it is)",
     )
+    parser.add_argument("--recipe", default="default", help="with --model: the recipe whose tasks are the prompts (rendered with the model's chat template)")
+    parser.add_argument("--micro-batch", type=int, default=8, help="with --model: rows per forward/backward on both sides (TRL: per_device_train_batch_size, with gradient accumulation over the step)")
+    parser.add_argument("--trl-gradient-checkpointing", choices=("on", "off"), default="on", help="with --model: TRL's gradient_checkpointing (on: GRPOConfig's default)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="with --model: a config override for reinforge's side (repeatable), e.g. algo.activation_checkpointing=true")
+    parser.add_argument("--one-at-a-time", action="store_true", help="with --model: run reinforge's steps, then TRL's, never both processes at once (for a machine without the memory for both); default: interleaved")
+    parser.add_argument("--log-dir", default=None, help="with --model: keep each side's output log here (default: a temporary folder, gone after the run)")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args()
     if importlib.util.find_spec("trl") is None:
         raise SystemExit("benchmarks/vs_trl.py needs TRL, an optional benchmark dependency: pip install -e \".[bench]\"")
+    real = args.model is not None
+    for name, toy, with_model in (("tasks", 8, 8), ("group_size", 8, 4), ("new_tokens", 64, 128), ("kl", 0.05, 0.04), ("pairs", 6, 2)):
+        if getattr(args, name) is None:
+            setattr(args, name, with_model if real else toy)
+    if real:
+        toy_only = [flag for flag, used in (("--prompt-tokens", args.prompt_tokens), ("--width", args.width != 1), ("--compile", args.compile),
+                    ("--retain-freed-memory", args.retain_freed_memory)) if used]
+        if toy_only:
+            raise SystemExit(f"{', '.join(toy_only)}: toy-model options; with --model, pass reinforge's settings as --set key=value")
+        if not os.path.isdir(args.model):
+            raise SystemExit(f"--model {args.model}: not a directory (fetch one with `reinforge model fetch smollm2-135m-instruct`)")
+        from vs_trl_real import run_real
+
+        run_real(args)
+        return
+    if args.set or args.micro_batch != 8 or args.recipe != "default" or args.trl_gradient_checkpointing != "on" or args.log_dir or args.one_at_a_time:
+        raise SystemExit("--set, --micro-batch, --recipe, --trl-gradient-checkpointing, --one-at-a-time and --log-dir go with --model DIR")
     torch.set_num_threads(args.threads)
     if args.retain_freed_memory and not retain_freed_memory():
         raise SystemExit("--retain-freed-memory: not applied (not glibc, or a MALLOC_* tunable is set)")
