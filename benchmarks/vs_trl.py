@@ -57,6 +57,7 @@ import warnings
 import torch
 
 from rl_step import matmul_params  # benchmarks/ is on sys.path when run as a script
+from trl_phases import time_trl_phases
 from reinforge.config import load_config
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
@@ -224,25 +225,8 @@ def trl_trainer(model_dir: str, prompt_texts: list[str], args, steps: int, callb
     trainer = GRPOTrainer(
         model=model_dir, reward_funcs=random_reward, args=config, train_dataset=dataset, callbacks=[callback],
     )
-    generate = trainer._generate
-    trainer._generate = lambda *a, **k: clock.timed("rollout", generate, *a, **k)
-    logps = trainer._get_per_token_logps_and_entropies
-
-    def timed_logps(model, *a, **k):
-        name = "reference" if trainer.ref_model is not None and model is trainer.ref_model else "_policy_forward"
-        return clock.timed(name, logps, model, *a, **k)
-
-    trainer._get_per_token_logps_and_entropies = timed_logps
-    score = trainer._generate_and_score_completions
-
-    def scored(*a, **k):
-        out = score(*a, **k)
-        mask = out["completion_mask"]
-        completion_lengths.extend(mask.sum(1).tolist())
-        return out
-
     completion_lengths: list[int] = []
-    trainer._generate_and_score_completions = scored
+    time_trl_phases(trainer, clock.timed, lambda out: completion_lengths.extend(out["completion_mask"].sum(1).tolist()))
     return trainer, completion_lengths
 
 
@@ -277,7 +261,7 @@ def paired_steps(args, cfg, model_dir: str, env, tasks, out_dir: str) -> dict:
             our_cpu, our_wall = time.process_time() - c, time.perf_counter() - w
             our_phases, _ = our_clock.take()
             trl_phases["update"] = trl_cpu - trl_phases.get("rollout", 0.0) - trl_phases.get("reference", 0.0)
-            trl_phases.pop("_policy_forward", None)
+            trl_phases.pop("_policy", None)
             # the peak moves 10-25% between moments on a shared box: measured in every pair
             pairs.append({
                 "trl_cpu": trl_cpu, "trl_wall": trl_wall, "ours_cpu": our_cpu, "ours_wall": our_wall,

@@ -156,6 +156,7 @@ def trl_side(spec: dict, channel: Channel) -> None:
     and a callback holds each optimizer step until the driver says `step`."""
     import torch
     from datasets import Dataset
+    from trl_phases import time_trl_phases  # benchmarks/ is sys.path[0]: this file runs as a script
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
@@ -197,26 +198,13 @@ def trl_side(spec: dict, channel: Channel) -> None:
     trainer = GRPOTrainer(
         model=spec["model_dir"], reward_funcs=random_reward, args=config, train_dataset=dataset, callbacks=[Held()],
     )
-    generate = trainer._generate
-    trainer._generate = lambda *a, **k: phases.timed("rollout", generate, *a, **k)
-    logps = trainer._get_per_token_logps_and_entropies
-
-    def timed_logps(model, *a, **k):
-        name = "reference" if trainer.ref_model is not None and model is trainer.ref_model else "_policy"
-        return phases.timed(name, logps, model, *a, **k)
-
-    trainer._get_per_token_logps_and_entropies = timed_logps
-    score = trainer._generate_and_score_completions
-
-    def scored(*a, **k):
-        out = score(*a, **k)
+    def on_scored(out: dict) -> None:
         sampled["completion_lengths"] += out["completion_mask"].sum(1).tolist()
         group = spec["group_size"]
         for ids, mask in zip(out["prompt_ids"][::group], out["prompt_mask"][::group]):
             sampled["prompt_ids"].append(ids[mask.bool()].tolist())
-        return out
 
-    trainer._generate_and_score_completions = scored
+    time_trl_phases(trainer, phases.timed, on_scored)
     params = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     channel.send("ready", rss=memory_status()["VmRSS"], threads=torch.get_num_threads(), params=params)
     trainer.train()
