@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import socket
 import threading
 import time
@@ -14,9 +13,9 @@ from reinforge.cli import main, parse_args
 from reinforge.engines.base import SamplingParams
 from reinforge.envs.chat_format import ChatFormat
 from reinforge.gateway import Gateway
-from reinforge.gateway.serve_command import serve
 from reinforge.models.loading import save_model
 from gateway_fakes import ScriptedEngine
+from serving import served
 
 
 def gateway_threads() -> list[threading.Thread]:
@@ -84,23 +83,13 @@ def test_sessions_need_a_started_gateway_and_unique_keys(tokenizer) -> None:
 def test_reinforge_serve_serves_a_saved_model_until_stopped(tokenizer, nano_model, tmp_path, client_for) -> None:
     model_dir = save_model(nano_model, tokenizer, tmp_path / "tiny")
     assert parse_args(["serve", str(model_dir), "--tool-format", "hermes"]).tool_format == "hermes"
-    stop, ready, out = threading.Event(), [], io.StringIO()
-    server = threading.Thread(target=serve, kwargs=dict(model_dir=str(model_dir), max_new_tokens=3, stop=stop,
-                                                        on_ready=ready.append, out=out))
-    server.start()
-    try:
-        deadline = time.monotonic() + 60
-        while not ready and server.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        (gateway,) = ready
+    with served(str(model_dir)) as server:
+        gateway, out = server.gateway, server.out
         client = client_for(gateway.base_url, gateway.api_key)
         assert [m.id for m in client.models.list()] == ["tiny"]
         reply = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "1+2="}])
         assert 1 <= reply.usage.completion_tokens <= 3
-    finally:
-        stop.set()
-        server.join(30)
-    assert not server.is_alive() and not gateway_threads()
+    assert not server.thread.is_alive() and not gateway_threads()
     assert gateway.base_url in out.getvalue() and gateway.api_key in out.getvalue() and "1 requests" in out.getvalue()
 
 

@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import io
-import threading
-import time
 
 import httpx
 import openai
@@ -16,10 +13,11 @@ from reinforge.engines.base import SamplingParams
 from reinforge.envs.chat_format import ChatFormat
 from reinforge.envs.single_turn import SingleTurnEnv
 from reinforge.gateway import Gateway
-from reinforge.gateway.serve_command import chat_format_warning, serve
+from reinforge.gateway.serve_command import chat_format_warning
 from reinforge.models.loading import save_model
 from reinforge.tasks.task import Task
 from gateway_fakes import ScriptedEngine
+from serving import served
 
 
 def test_a_text_prompt_is_sampled_as_the_raw_prompt_format_encodes_it(tokenizer, client_for) -> None:
@@ -110,23 +108,13 @@ def test_the_warning_names_a_raw_trained_run_and_only_that(tokenizer, tmp_path) 
 def test_reinforge_serve_warns_at_start_and_on_chat_responses(tokenizer, nano_model, tmp_path, client_for) -> None:
     write_run(tmp_path / "run", "rollout.prompt_format=raw")
     model_dir = save_model(nano_model, tokenizer, tmp_path / "run" / "final")
-    stop, ready, out = threading.Event(), [], io.StringIO()
-    server = threading.Thread(target=serve, kwargs=dict(model_dir=str(model_dir), max_new_tokens=3, stop=stop,
-                                                        on_ready=ready.append, out=out))
-    server.start()
-    try:
-        deadline = time.monotonic() + 60
-        while not ready and server.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        (gateway,) = ready
-        assert "WARNING: this model was trained on raw prompts" in out.getvalue()
+    with served(str(model_dir)) as server:
+        gateway = server.gateway
+        assert "WARNING: this model was trained on raw prompts" in server.out.getvalue()
         client = client_for(gateway.base_url, gateway.api_key)
         chat = client.chat.completions.with_raw_response.create(model="final", messages=[{"role": "user", "content": "1+2="}])
         assert "trained on raw prompts" in chat.headers["x-reinforge-warning"]
         assert "trained on raw prompts" in chat.parse().model_extra["warning"]
         text = client.completions.with_raw_response.create(model="final", prompt="1+2=")
         assert "x-reinforge-warning" not in text.headers and 1 <= text.parse().usage.completion_tokens <= 3
-    finally:
-        stop.set()
-        server.join(30)
-    assert not server.is_alive()
+    assert not server.thread.is_alive()
