@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reinforge.config import Config, ConfigError
-from reinforge.run.memory_fit import (
-    RUNTIME_BYTES, MemoryEstimate, ModelShape, gib, micro_batch, predict, run_shapes, step_sizes,
-)
+from reinforge.run.memory_fit import RUNTIME_BYTES, MemoryEstimate, gib, micro_batch, predict, step_sizes
+from reinforge.run.model_shape import ModelShape, run_shapes
 
 
 @dataclass(frozen=True)

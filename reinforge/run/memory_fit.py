@@ -105,11 +105,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from reinforge.config import Config, ConfigError
-from reinforge.engines.kv_cache import kv_cache_bytes
+from reinforge.config import Config
+from reinforge.engines.kv_cache import kv_cache_bytes, shared_prompt_kv_cache_bytes
 from reinforge.engines.torch_engine import MAX_BATCH_SIZE, MIN_SHARED_PROMPT
+from reinforge.run.model_shape import ModelShape, run_shapes
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -119,86 +119,6 @@ MIB = 1 << 20
 # task list and the C kernels add once loaded (1503 MiB measured with SmolLM2 and its reference
 # loaded = 427 + 2 x 513 + 50).
 RUNTIME_BYTES = 480 * MIB
-# The fused decoder's model types (reinforge.engines.llama_decoder.SUPPORTED_MODEL_TYPES; read here
-# from the config alone).
-FUSED_MODEL_TYPES = {"llama", "mistral", "qwen2"}
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """What the prediction needs from a model's config: counts read from its architecture on the
-    meta device (no weights), so tied embeddings, biases and any layout are counted exactly."""
-
-    params: int
-    vocab: int
-    hidden: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    largest_param: int  # elements of the largest weight (AdamW's CPU temporaries are one at a time)
-    fused: bool  # TorchEngine's fused decoder and the packed forward run it (Llama family, SiLU, full attention)
-    linears: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  # last name -> [(in, out)], for LoRA
-    config: Any = None  # the transformers config (kv_cache_bytes reads it)
-
-    def lora_params(self, lora) -> int:
-        """Adapter weights of model.lora: r x (in + out) per targeted linear layer."""
-        return sum(lora.r * (i + o) for name in lora.target_modules for i, o in self.linears.get(name, []))
-
-    def lora_outputs(self, lora) -> int:
-        """Output features of the targeted layers, summed (a [tokens, out] temporary each in the forward)."""
-        return sum(o for name in lora.target_modules for _, o in self.linears.get(name, []))
-
-    def lora_targeted(self, lora) -> int:
-        """Weights of the targeted layers (merged afresh at every engine sync)."""
-        return sum(i * o for name in lora.target_modules for i, o in self.linears.get(name, []))
-
-
-def model_shape(model_config) -> ModelShape:
-    """The shape of a transformers config (AutoConfig / LlamaConfig), from its meta-device skeleton."""
-    import torch
-
-    from reinforge.models.lora import architecture_skeleton
-
-    skeleton = architecture_skeleton(model_config)
-    seen, params, largest = set(), 0, 0
-    for p in skeleton.parameters():  # parameters() yields a tied weight once
-        if id(p) not in seen:
-            seen.add(id(p))
-            params += p.numel()
-            largest = max(largest, p.numel())
-    tied = bool(getattr(model_config, "tie_word_embeddings", False))
-    linears: dict[str, list[tuple[int, int]]] = {}
-    for name, module in skeleton.named_modules():
-        last = name.rsplit(".", 1)[-1]
-        if isinstance(module, torch.nn.Linear) and not (tied and last == "lm_head"):
-            linears.setdefault(last, []).append((module.in_features, module.out_features))
-    c = model_config
-    hidden = first_attr(c, "hidden_size", "n_embd", "d_model")
-    heads = first_attr(c, "num_attention_heads", "n_head")
-    kv_heads = getattr(c, "num_key_value_heads", None) or heads
-    head_dim = getattr(c, "head_dim", None) or hidden // heads
-    intermediate = getattr(c, "intermediate_size", None) or getattr(c, "n_inner", None) or 4 * hidden
-    fused = (
-        getattr(c, "model_type", None) in FUSED_MODEL_TYPES
-        and getattr(c, "hidden_act", "silu") == "silu"
-        and not getattr(c, "use_sliding_window", False)
-        and getattr(c, "sliding_window", None) is None
-    )
-    return ModelShape(
-        params=params, vocab=first_attr(c, "vocab_size"), hidden=hidden, layers=first_attr(c, "num_hidden_layers", "n_layer"),
-        heads=heads, kv_heads=kv_heads, head_dim=head_dim, intermediate=intermediate, largest_param=largest, fused=fused,
-        linears=linears, config=c,
-    )
-
-
-def first_attr(config, *names: str) -> int:
-    for name in names:
-        value = getattr(config, name, None)
-        if value is not None:
-            return int(value)
-    raise ConfigError(f"the model's config has none of {', '.join(names)}: reinforge cannot predict its memory (set trainer.memory_check=false)")
 
 
 @dataclass
@@ -369,14 +289,10 @@ def logprob_chunk_bytes(cfg: Config, shape: ModelShape, tokens: int, backward: b
 
 
 def kv_bytes(shape: ModelShape, rows: int, groups: int, prompt: int, response: int, dtype: str) -> int:
-    """One engine batch's cache (rows <= MAX_BATCH_SIZE), with the shared-prompt layout when it applies."""
+    """One engine batch's cache (rows <= MAX_BATCH_SIZE), with the shared-prompt layout when it applies
+    (the engine's own estimates, reinforge.engines.kv_cache)."""
     if shape.fused and groups < rows and prompt >= MIN_SHARED_PROMPT:
-        # prefill_shared: the distinct prompts' prefill cache, their shared copy, and each row's own responses
-        return (
-            kv_cache_bytes(shape.config, groups, prompt + response, dtype)
-            + kv_cache_bytes(shape.config, groups, prompt, dtype)
-            + kv_cache_bytes(shape.config, rows, response, dtype)
-        )
+        return shared_prompt_kv_cache_bytes(shape.config, groups, math.ceil(rows / groups), prompt, response, dtype)
     return kv_cache_bytes(shape.config, rows, prompt + response, dtype)
 
 
@@ -484,41 +400,6 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
         notes["weights"] = f"{policies} policies"
     return MemoryEstimate(resident, phases, notes)
 
-
-
-def config_shape(cfg: Config, model_dir: Path | None) -> ModelShape:
-    """The policy's shape: its config.json (model.path), or the tiny Llama the run would build."""
-    if model_dir is not None:
-        from transformers import AutoConfig
-
-        return model_shape(AutoConfig.from_pretrained(model_dir, local_files_only=True))
-    return tiny_shape(cfg.model.preset, cfg.model.vocab_size, cfg.model.max_positions)
-
-
-def tiny_shape(preset: str, vocab: int, max_positions: int) -> ModelShape:
-    from transformers import LlamaConfig
-
-    from reinforge.models.tiny_llama import PRESETS
-
-    hidden, layers, heads, kv_heads, mlp = PRESETS[preset]
-    return model_shape(
-        LlamaConfig(
-            vocab_size=vocab, hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=layers, num_attention_heads=heads,
-            num_key_value_heads=kv_heads, max_position_embeddings=max_positions, tie_word_embeddings=True,
-        )
-    )
-
-
-def run_shapes(cfg: Config, model_dir: Path | None) -> tuple[ModelShape, ModelShape | None, int]:
-    """The policy's shape, a separate critic trunk's (None: none, or a copy of the policy), and the
-    number of trainable policies (several for a game's multi-policy run)."""
-    from reinforge.run.multi_policy import policy_names
-
-    shape = config_shape(cfg, model_dir)
-    critic = None
-    if cfg.critic.enabled and cfg.critic.trunk == "separate":
-        critic = tiny_shape(cfg.critic.preset, shape.vocab, cfg.model.max_positions)
-    return shape, critic, max(1, len(policy_names(cfg)))
 
 
 def estimate_run(cfg: Config, model_dir: Path | None, prompt_tokens: int) -> MemoryEstimate:

@@ -12,11 +12,12 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from reinforge.config import ConfigError, load_config
-from reinforge.engines.kv_cache import kv_cache_bytes
+from reinforge.engines.kv_cache import shared_prompt_kv_cache_bytes
 from reinforge.learner.logprobs import token_logprobs
 from reinforge.run import memory_check, memory_fit
 from reinforge.run.memory_check import Available
-from reinforge.run.memory_fit import RUNTIME_BYTES, layer_floats, model_shape, predict
+from reinforge.run.memory_fit import RUNTIME_BYTES, layer_floats, predict
+from reinforge.run.model_shape import model_shape
 from reinforge.run.preflight import preflight
 
 # vocab 100, hidden 16, 2 layers, 4 query heads and 2 key/value heads of 4, MLP 32, tied embeddings
@@ -67,11 +68,13 @@ def test_prediction_of_a_tiny_config_by_hand() -> None:
 
 
 def test_shared_prompts_use_the_engines_layout() -> None:
-    """Prompts of 32+ tokens: cached once per group (prefill_shared), as kv_cache_bytes counts each part."""
+    """Prompts of 32+ tokens: cached once per group (prefill_shared), at the peak the engine's own
+    estimate gives (reinforge.engines.kv_cache.shared_prompt_kv_cache_bytes, tested against the
+    engine's allocations in tests/engines/test_kv_cache.py)."""
     cfg = load_config("default", ["rollout.prompts_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=8"])
     shape = model_shape(tiny_config())
     estimate = predict(cfg, shape, prompt_tokens=40)
-    expected = kv_cache_bytes(shape.config, 3, 48) + kv_cache_bytes(shape.config, 3, 40) + kv_cache_bytes(shape.config, 12, 8)
+    expected = shared_prompt_kv_cache_bytes(shape.config, 3, 4, 40, 8)
     assert estimate.phases["rollout"]["KV cache"] == expected
 
 

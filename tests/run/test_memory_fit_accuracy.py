@@ -168,7 +168,8 @@ def gpu_step_peaks(overrides: list[str]) -> dict[str, dict[str, int]]:
 def test_prediction_within_25_percent_on_a_gpu(setting: str) -> None:
     from transformers import LlamaConfig
 
-    from reinforge.run.memory_fit import model_shape, predict
+    from reinforge.run.memory_fit import predict
+    from reinforge.run.model_shape import model_shape
 
     overrides = ["model.device=cuda", *GPU_SETTINGS[setting]]
     peaks = gpu_step_peaks(overrides)
