@@ -12,7 +12,7 @@ What is measured, with one torch thread:
 Each pair runs in rounds, one of each in turn per round, after a warm-up, so slow and fast
 moments of a shared machine hit both alike; `fp32 / bf16` is the median of the per-round ratio
 of times (a paired ratio; > 1 means bf16 is faster). The log-prob gap bf16 costs is measured by
-the run itself (logprob_gap/* in metrics.jsonl): see the README, 'bf16'.
+the run itself (logprob_gap/* in metrics.jsonl): see docs/benchmarks.md, 'bf16'.
 
     python benchmarks/bf16_training.py [--presets micro,tiny] [--rows 256] [--tokens 16] [--rounds 5]
 """

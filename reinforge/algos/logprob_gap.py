@@ -53,7 +53,7 @@ def logprob_gap_metrics(learner_logprobs: torch.Tensor, engine_logprobs: torch.T
 
 # A measured mean |engine - learner| log-prob above this means the engine is not exact: a float32
 # TorchEngine on the learner's weights measures ~1e-7; bf16 on either side ~1e-3 even on a fresh,
-# near-uniform nano model (tests/trainer/test_logprob_gap_step.py; README, 'bf16').
+# near-uniform nano model (tests/trainer/test_logprob_gap_step.py; docs/benchmarks.md, 'bf16').
 GAP_WARNING_THRESHOLD = 1e-4
 
 

@@ -278,19 +278,19 @@ class AlgoConfig(Section):
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clipping bound of the policy (and critic) updates.")
     bf16_autocast: bool = Field(
         False,
-        description="bfloat16 autocast for the learner's forward/backward (CPU or CUDA, from the model's device); weights, gradients and AdamW state stay float32. See the README, 'bf16'.",
+        description="bfloat16 autocast for the learner's forward/backward (CPU or CUDA, from the model's device); weights, gradients and AdamW state stay float32. See docs/benchmarks.md, 'bf16'.",
     )
     compile_forward: bool = Field(
         False,
-        description="torch.compile (inductor, dynamic shapes) the forward of the policy learner and the reference model: forward + backward ~1.7x faster on the micro preset on a CPU, after a compile per process (70 s idle to 7 min on a busy 2-core box with an empty cache; needs a C++ compiler); log-probs move by float rounding (<= 1e-6 measured). See the README, 'Benchmarks'.",
+        description="torch.compile (inductor, dynamic shapes) the forward of the policy learner and the reference model: forward + backward ~1.7x faster on the micro preset on a CPU, after a compile per process (70 s idle to 7 min on a busy 2-core box with an empty cache; needs a C++ compiler); log-probs move by float rounding (<= 1e-6 measured). See the docs/benchmarks.md.",
     )
     pack_sequences: bool = Field(
         True,
-        description="Learner and reference forwards compute each distinct token once: no pads, and a prefix that rows share (a group's prompt) once for all of them (Prefix Grouper, Liu et al. 2025); same log-probs, gradients to float rounding. For Llama, Mistral and Qwen2 models, with the C kernels (algo.packed_kernels) always, with torch's ops when it saves 5% of the positions or more; off under compile_forward. See the README, 'Benchmarks'.",
+        description="Learner and reference forwards compute each distinct token once: no pads, and a prefix that rows share (a group's prompt) once for all of them (Prefix Grouper, Liu et al. 2025); same log-probs, gradients to float rounding. For Llama, Mistral and Qwen2 models, with the C kernels (algo.packed_kernels) always, with torch's ops when it saves 5% of the positions or more; off under compile_forward. See the docs/benchmarks.md.",
     )
     packed_kernels: Literal["auto", "torch", "native"] = Field(
         "auto",
-        description="Kernels of the packed forward (pack_sequences): native = its attention, RMSNorm and SwiGLU in C, forward and backward (the attention reads the packed tokens where they are), compiled on first use with the machine's C compiler (reinforge.learner.packed_kernels); torch = torch's ops (SDPA on the padded layout, the model's own modules); auto = native on CPU float32 with one torch thread when a compiler is there, else torch. See the README, 'Benchmarks'.",
+        description="Kernels of the packed forward (pack_sequences): native = its attention, RMSNorm and SwiGLU in C, forward and backward (the attention reads the packed tokens where they are), compiled on first use with the machine's C compiler (reinforge.learner.packed_kernels); torch = torch's ops (SDPA on the padded layout, the model's own modules); auto = native on CPU float32 with one torch thread when a compiler is there, else torch. See the docs/benchmarks.md.",
     )
 
 
@@ -403,13 +403,13 @@ class TrainerConfig(Section):
     output_dir: str | None = Field(None, description="Run directory; default runs/<timestamp>.")
     sample_every: int = Field(25, gt=0, description="Write sample trajectories every N steps.")
     threads: int | None = Field(
-        1, description="torch intra-op threads of this process (and of the vLLM engine's, engine.type=vllm). Default 1: on a shared machine a second OpenMP thread spin-waits against other work and steps run up to 10x slower (README, 'Threads'); set N to pin N threads on a machine of your own (2 is ~1.5x faster on an idle 2-core box), null for torch's choice (one per core)."
+        1, description="torch intra-op threads of this process (and of the vLLM engine's, engine.type=vllm). Default 1: on a shared machine a second OpenMP thread spin-waits against other work and steps run up to 10x slower (docs/running.md, 'Threads'); set N to pin N threads on a machine of your own (2 is ~1.5x faster on an idle 2-core box), null for torch's choice (one per core)."
     )
     cpus: list[int] | None = Field(
         None, description="Pin this process (and the threads it starts) to these CPU cores, e.g. [0, 1]: keeps two runs on one machine off each other's cores. Default: every core the process may use."
     )
     retain_freed_memory: bool = Field(
-        True, description="Keep freed memory mapped for the next step instead of returning it to the kernel (glibc mallopt), which otherwise page-faults every activation tensor in again each step: the update of a 17M-parameter model 1.18x faster, median of 3 rounds (README, 'reinforge vs TRL'). The process keeps its peak heap. Ignored off glibc or when a MALLOC_* tunable is set."
+        True, description="Keep freed memory mapped for the next step instead of returning it to the kernel (glibc mallopt), which otherwise page-faults every activation tensor in again each step: the update of a 17M-parameter model 1.18x faster, median of 3 rounds (docs/benchmarks.md, 'reinforge vs TRL'). The process keeps its peak heap. Ignored off glibc or when a MALLOC_* tunable is set."
     )
     memory_check: bool = Field(
         True, description="Before any model is loaded, predict one RL step's peak memory from the model's config.json and these settings (weights, gradients, AdamW state, reference, engine copy and KV cache, activations, log-prob chunks; reinforge.run.memory_fit), print it, and refuse a run that cannot fit the machine's free memory (model.device=cuda: the GPU's), naming the knobs that would make it fit. false skips the check."

@@ -147,7 +147,7 @@ class VllmEngine:
             logprobs_mode="raw_logprobs" if truncation else "processed_logprobs",
             kv_cache_gib=kv_cache_gib,
             # torch intra-op threads of the vLLM process (trainer.threads): on a shared CPU a second
-            # OpenMP thread spin-waits against other work, as in the trainer (README, "Threads")
+            # OpenMP thread spin-waits against other work, as in the trainer (docs/running.md, "Threads")
             threads=threads,
         )
         from reinforge.engines.vllm_worker import serve

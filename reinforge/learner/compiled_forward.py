@@ -6,7 +6,7 @@ run at ~90% of the fp32 matmul peak on their own, yet the whole forward + backwa
 RMSNorm, rotary, SiLU x up, residual adds and the log-softmax each read and write the activations
 again, in forward and in backward. Inductor fuses those passes into a few loops (one C++ kernel per
 fusion, compiled with the machine's C++ compiler), which made forward + backward 1.7x faster here
-(benchmarks/vs_trl.py --compile; README, "Benchmarks").
+(benchmarks/vs_trl.py --compile; docs/benchmarks.md).
 
 What it costs: a compile per process (with an empty inductor cache, 70 s on an idle 2-core box and
 seven minutes at load 10; 14-43 s where the cache under /tmp already holds the kernels), and

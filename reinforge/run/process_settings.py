@@ -1,7 +1,7 @@
 """How a reinforge process sets itself up before it trains: `configure_process`.
 
 Threads (`trainer.threads`): one by default, since on a shared machine a second OpenMP thread
-spin-waits against other work and a step runs several times slower (README, "Threads").
+spin-waits against other work and a step runs several times slower (docs/running.md, "Threads").
 
 Pinning (`trainer.cpus`): the process, and the threads it starts later (OpenMP's included), run
 only on the listed cores, so two runs on one machine can be kept off each other's cores.

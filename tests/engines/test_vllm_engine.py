@@ -1,6 +1,6 @@
 """VllmEngine against the Engine contract and against our learner and TorchEngine (marker `vllm`).
 
-Needs the extra (`pip install 'reinforge[vllm]'`, in a venv of its own: README, "vLLM"); run with
+Needs the extra (`pip install 'reinforge[vllm]'`, in a venv of its own: docs/scaling.md, "vLLM"); run with
 `python -m pytest -q -m vllm tests/engines/test_vllm_engine.py`. One vLLM start takes about a
 minute on 2 cores, so one engine serves the tests of this module (in this order: the weight-sync
 test changes its weights last), and the tests that need another start are few.
@@ -30,7 +30,7 @@ from tests.float_bounds import forward_bound
 
 pytestmark = [
     pytest.mark.vllm,
-    pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed: pip install 'reinforge[vllm]' (README, 'vLLM')"),
+    pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed: pip install 'reinforge[vllm]' (docs/scaling.md, 'vLLM')"),
 ]
 
 

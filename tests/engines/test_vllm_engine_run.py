@@ -24,7 +24,7 @@ from tests.float_bounds import forward_bound
 
 pytestmark = [
     pytest.mark.vllm,
-    pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed: pip install 'reinforge[vllm]' (README, 'vLLM')"),
+    pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed: pip install 'reinforge[vllm]' (docs/scaling.md, 'vLLM')"),
 ]
 
 QUICK = ["task.eval_size=50", "telemetry.progress=false", "telemetry.wandb=off"]

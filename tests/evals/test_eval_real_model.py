@@ -28,7 +28,7 @@ def test_the_chat_template_renders_the_recipes_prompt_and_auto_reads_prose_answe
     assert first.endswith("?<|im_end|>\n<|im_start|>assistant\n")
     answers = default["answers"]
     assert sum(answers.values()) == 6 and answers["no_answer"] == 0  # prose, but always with a number in it
-    assert answers["correct"] >= 1  # measured 62% on 50 tasks with this prompt (README), 0% with answer tags
+    assert answers["correct"] >= 1  # measured 62% on 50 tasks with this prompt (docs/real_model.md), 0% with answer tags
 
     strict = run(real_model_dir, tmp_path / "system", "task.system_prompt='Answer briefly.'", "task.answer_extractor=answer_tags")
     assert strict["prompting"]["first_prompt"].startswith("<|im_start|>system\nAnswer briefly.<|im_end|>\n<|im_start|>user\n")
