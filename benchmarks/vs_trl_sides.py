@@ -103,7 +103,7 @@ def reinforge_side(spec: dict, channel: Channel) -> None:
     import torch
 
     from reinforge.config import load_config
-    from reinforge.engines.base import SamplingParams
+    from reinforge.engines.base import SamplingParams, release_sampling_memory
     from reinforge.envs.factory import build_env
     from reinforge.learner.batch import collate
     from reinforge.models.loading import load_model_and_tokenizer
@@ -135,6 +135,7 @@ def reinforge_side(spec: dict, channel: Channel) -> None:
         phases = Phases()
         started = channel.begin_step()
         trajectories = phases.timed("rollout", rollout_groups, engine, env, batch_tasks, group, params, seed=step)
+        release_sampling_memory(engine)  # as `reinforge train`'s sync schedule does
         rewards = torch.rand(len(trajectories), generator=torch.Generator().manual_seed(step))
         grouped = rewards.view(-1, group)
         advantages = ((grouped - grouped.mean(1, keepdim=True)) / (grouped.std(1, keepdim=True) + 1e-4)).flatten()

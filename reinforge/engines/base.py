@@ -52,3 +52,15 @@ class Engine(Protocol):
     def sync_weights(self, version: int) -> None:
         """Take the learner's current weights as policy `version`."""
         ...
+
+    # Optional: `release_memory()` frees what the engine holds only for sampling (a weight copy,
+    # caches) until its next `generate`. See release_sampling_memory.
+
+
+def release_sampling_memory(engine: Engine) -> None:
+    """Between a step's rollout and its update, let an engine that offers it (`release_memory`) free
+    what it holds only for sampling, so that the update does not carry it (a loop's next `sync_weights`
+    follows the update)."""
+    release = getattr(engine, "release_memory", None)
+    if release is not None:
+        release()

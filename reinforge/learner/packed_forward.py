@@ -22,7 +22,7 @@ trusting the batch's layout, so multi-turn rows that share more than the prompt 
 
 Same math as the `transformers` forward, module by module (the model's own projections are
 called, and with torch's kernels its norms and MLP too, so LoRA adapters and their
-`disable_adapter()` work), for the model types the fused decoder supports. Log-probs agree with the padded forward to float rounding
+`disable_adapter()` work; a plain LoRA Linear runs as one node, reinforge.learner.lora_projection), for the model types the fused decoder supports. Log-probs agree with the padded forward to float rounding
 (matmuls over other row counts); positions whose next token is a pad come back 0.
 """
 
@@ -40,6 +40,7 @@ from reinforge.engines.shared_prefixes import first_rows_with_prefix
 from reinforge.kernels import choice, layers, packed_attention
 from reinforge.kernels.packed_attention import RowPlan
 from reinforge.learner.chunked_logprobs import chunked_token_logprobs
+from reinforge.learner.lora_projection import project
 from reinforge.models.lora import is_lora_model
 
 # With torch's kernels packing moves every token between the packed and padded layouts once per
@@ -215,22 +216,22 @@ def _mlp(mlp, x: torch.Tensor, native: bool) -> torch.Tensor:
     around SiLU(gate) x up in C (`native`; `supports` checked the activation is SiLU)."""
     if not native:
         return mlp(x)
-    return mlp.down_proj(layers.swiglu(mlp.gate_proj(x), mlp.up_proj(x)))
+    return project(mlp.down_proj, layers.swiglu(project(mlp.gate_proj, x), project(mlp.up_proj, x)))
 
 
 def _attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, packing: Packing, native: bool) -> torch.Tensor:
     """Causal self-attention of the U tokens, each over its own row's keys: in C where they are
     (`native`), else through SDPA in the padded layout."""
     head_dim = attn.head_dim
-    q = attn.q_proj(x).view(x.shape[0], -1, head_dim)  # [U, heads, head_dim]
-    k = attn.k_proj(x).view(x.shape[0], -1, head_dim)
-    v = attn.v_proj(x).view(x.shape[0], -1, head_dim)
+    q = project(attn.q_proj, x).view(x.shape[0], -1, head_dim)  # [U, heads, head_dim]
+    k = project(attn.k_proj, x).view(x.shape[0], -1, head_dim)
+    v = project(attn.v_proj, x).view(x.shape[0], -1, head_dim)
     rotated = layers.rotary if native else rotate  # sin is signed_sin
     q, k = rotated(q, cos, sin), rotated(k, cos, sin)
     heads, kv_heads = q.shape[1], k.shape[1]
     if native:
         out = packed_attention.packed_attention(q, k, v, packing.rows, attn.scaling)
-        return attn.o_proj(out.reshape(x.shape[0], heads * head_dim))
+        return project(attn.o_proj, out.reshape(x.shape[0], heads * head_dim))
 
     def padded(t: torch.Tensor, source: torch.Tensor) -> torch.Tensor:  # [U, h, d] -> [R, h, T, d]
         # index_select, not t[index]: 2-3x faster forward and backward on CPU (same values)
@@ -247,7 +248,7 @@ def _attention(attn, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pack
         )
         outs.append(out.transpose(1, 2).reshape(-1, heads, head_dim))
     out = (outs[0] if len(outs) == 1 else torch.cat(outs)).index_select(0, packing.outputs)  # [U, heads, head_dim]
-    return attn.o_proj(out.reshape(x.shape[0], heads * head_dim))
+    return project(attn.o_proj, out.reshape(x.shape[0], heads * head_dim))
 
 
 def packed_token_logprobs(

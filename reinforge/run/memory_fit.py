@@ -11,9 +11,12 @@ once, counted on the meta device; T = trainable weights, P or the LoRA adapters'
       reference        4 P            when a reference is loaded (algo.kl_coef > 0 or algo.ace_alpha > 0)
                                       and the policy is not LoRA (whose reference is its base, no copy)
       engine copy      bytes(engine_dtype) P  TorchEngine's fused decoder copies every matrix ([in, out]
-                                      layout; tied embeddings once); a LoRA policy adds the plain
-                                      float32 model the engine samples from (4 P). The transformers
-                                      fallback samples from the model itself (no copy).
+                                      layout; tied embeddings once): resident under the async
+                                      schedule; the sync schedule releases it after each rollout, so
+                                      it counts in the rollout and evaluation phases only. A LoRA
+                                      policy adds the plain float32 model the engine samples from
+                                      (4 P, resident). The transformers fallback samples from the
+                                      model itself (no copy).
       critic           4 x 4 P_c      weights, gradients, AdamW state of the value model (critic.enabled)
     plus the largest of the phases:
       rollout          gradients (4 T, kept from the last update) + the KV cache of one engine batch
@@ -72,11 +75,11 @@ a GPU.
 
 LoRA on a CPU: each adapted layer's forward makes [tokens, out] temporaries (the base output, the
 adapter's, their scaled sum) and keeps the adapter's small [tokens, r] input projection for the
-backward; glibc places that small block in the space a freed temporary left, and the large
-tensors that follow no longer fit there. Counted as one [tokens, out] float32 block per adapted
-layer; measured on SmolLM2 (4 x 4 rows of 36 + 128 tokens, r = 8, all seven projections): 1.79 GiB
-of the heap free at the update's peak, 3.0 GiB in use, the saved tensors 2.02 GiB as predicted.
-A GPU's caching allocator keeps blocks under 1 MB in a pool of their own: not counted there.
+backward. An earlier engine, which kept each prefill's KV cache beside the shared copy, left the heap
+in a layout where those small blocks split the freed temporaries' space (1.8 GiB of the heap free at
+the update's peak, measured 6.12 GiB on 4 x 4 x 128, r = 8); since the engine stopped keeping it,
+the same step peaks at 4.28-4.41 GiB on two machines, within 5% of the tensors in use. No term for
+it: a layout that the order of earlier allocations decides is not something to predict.
 
 What it leaves out, and why: the Python objects of trajectories and batches (kilobytes per row);
 glibc's retained heap (trainer.retain_freed_memory) adds a few percent (measured +2.3% on SmolLM2);
@@ -322,14 +325,18 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
         notes["AdamW state"] = f"LoRA r={lora.r}: {trainable:,} adapter weights"
     if (a.kl_coef > 0 or a.ace_alpha > 0) and lora is None:
         resident["reference model"] = 4 * p
+    sampling_copy = 0  # a weight copy held only while sampling (rollout, evaluation)
     if cfg.engine.type == "vllm":
         resident["engine copy"] = engine_bytes * p + (0 if on_gpu else int(cfg.engine.kv_cache_gib * GIB))
         notes["engine copy"] = f"vLLM's weights and engine.kv_cache_gib={cfg.engine.kv_cache_gib}"
     elif cfg.workers.workers == 0:
-        engine = engine_bytes * p if shape.fused else 0
-        if lora is not None:
-            engine += 4 * p  # the plain model the engine samples from (lora.inference_copy)
-        resident["engine copy"] = engine
+        fused_copy = engine_bytes * p if shape.fused else 0
+        if cfg.trainer.schedule == "sync":  # released after each rollout (TorchEngine.release_memory)
+            sampling_copy = fused_copy
+        else:
+            resident["engine copy"] = fused_copy
+        if lora is not None:  # the plain model the engine samples from (lora.inference_copy)
+            resident["engine copy"] = resident.get("engine copy", 0) + 4 * p
         if cfg.trainer.schedule == "async":  # the producer's own model, its engine, and the weight snapshots waiting for it
             resident["async producer"] = 4 * p + engine_bytes * p + (cfg.trainer.max_staleness + 1) * 4 * p
     if cfg.critic.enabled:
@@ -357,8 +364,6 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
         activations = shape.layers * per_layer + outside_layers
         notes["activations"] = f"{shape.layers} layers x {tokens:,} tokens per micro-batch"
     update = {"activations": activations, "log-prob chunks": logprob_chunk_bytes(cfg, shape, tokens, backward=True)}
-    if lora is not None and not on_gpu:  # glibc's heap: see the module docstring, 'LoRA on a CPU'
-        fragmentation += tokens * shape.lora_outputs(lora) * 4
     if fragmentation:
         update["heap fragmentation"] = fragmentation
     if micro.count > 1:
@@ -371,7 +376,10 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
     kv = kv_bytes(shape, engine_rows, engine_groups, sizes.prompt, sizes.response, r.engine_dtype)
     notes["KV cache"] = f"{engine_rows} rows x {sizes.prompt} + {sizes.response} tokens"
     phases = {
-        "rollout": {"gradients": gradients, "KV cache": kv, "sampling": sampling_bytes(shape, engine_rows, engine_groups, sizes.prompt, engine_bytes)},
+        "rollout": {
+            "gradients": gradients, "KV cache": kv, "sampling": sampling_bytes(shape, engine_rows, engine_groups, sizes.prompt, engine_bytes),
+            "engine copy": sampling_copy,
+        },
         "update": update,
         "optimizer step": {"gradients": gradients, "optimizer temporaries": 4 * (trainable if on_gpu else min(shape.largest_param, trainable))},
     }
@@ -389,6 +397,7 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
         "gradients": gradients,
         "KV cache": kv_bytes(shape, eval_rows, eval_groups, sizes.prompt, eval_response, r.engine_dtype),
         "sampling": sampling_bytes(shape, eval_rows, eval_groups, sizes.prompt, engine_bytes),
+        "engine copy": sampling_copy,
     }
     if lora is not None:
         phases["weight sync"] = {"gradients": gradients, "merged LoRA weights": 4 * shape.lora_targeted(lora)}

@@ -34,10 +34,6 @@ class ModelShape:
         """Adapter weights of model.lora: r x (in + out) per targeted linear layer."""
         return sum(lora.r * (i + o) for name in lora.target_modules for i, o in self.linears.get(name, []))
 
-    def lora_outputs(self, lora) -> int:
-        """Output features of the targeted layers, summed (a [tokens, out] temporary each in the forward)."""
-        return sum(o for name in lora.target_modules for _, o in self.linears.get(name, []))
-
     def lora_targeted(self, lora) -> int:
         """Weights of the targeted layers (merged afresh at every engine sync)."""
         return sum(i * o for name in lora.target_modules for i, o in self.linears.get(name, []))

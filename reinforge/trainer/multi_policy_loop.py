@@ -26,7 +26,7 @@ import torch
 
 from reinforge.algos.advantages import get_estimator
 from reinforge.config import Config
-from reinforge.engines.base import Engine
+from reinforge.engines.base import Engine, release_sampling_memory
 from reinforge.evals.evaluation import evaluate
 from reinforge.games.env import GameEnv
 from reinforge.learner.policy_learner import PolicyLearner
@@ -179,6 +179,8 @@ def run_multi_policy_rl(
             )
             trajectories = collected.trajectories
             owners = [owner(t, collected.tasks[t.task_id], env) for t in trajectories]
+            for parts in policies.values():  # each policy's update comes next, then its sync
+                release_sampling_memory(parts.engine)
             t0 = time.perf_counter()
             per_policy: dict[str, float] = {}
             for name, parts in policies.items():

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from reinforge.config import Config
-from reinforge.engines.base import Engine, SamplingParams
+from reinforge.engines.base import Engine, SamplingParams, release_sampling_memory
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.base import Env
 from reinforge.learner.policy_learner import PolicyLearner
@@ -143,6 +143,7 @@ class SyncSchedule:
         start = time.perf_counter()
         engine_idle = start - self._last_end if self._last_end is not None else 0.0
         collected, metrics = self.collector.collect(self.engine, step, step - 1)
+        release_sampling_memory(self.engine)  # the update comes next, then `publish` syncs: no sampling in between
         self._last_end = time.perf_counter()
         return StepBatch(collected, {**metrics, "time/learner_idle": self._last_end - start, "time/engine_idle": engine_idle})
 

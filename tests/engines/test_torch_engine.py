@@ -287,6 +287,24 @@ def test_sync_weights_rebuilds_the_fused_decoder(sharp_nano_model, arithmetic_pr
     assert {g.policy_version for g in after} == {1}
 
 
+def test_release_memory_drops_the_weight_copy_until_the_next_generate(sharp_nano_model, arithmetic_prompts, tokenizer) -> None:
+    """The sync schedule calls it between a rollout and the update (trainer.rollout_schedule)."""
+    from reinforge.trainer.rollout_schedule import SyncSchedule
+
+    engine = TorchEngine(copy.deepcopy(sharp_nano_model), tokenizer.pad_token_id)
+    before = engine.generate(arithmetic_prompts, GREEDY)
+
+    class OneRollout:
+        def collect(self, engine, step, version):
+            return engine.generate(arithmetic_prompts, GREEDY), {}
+
+    SyncSchedule(OneRollout(), engine, max_staleness=0).collect(1)
+    assert engine._decoder is None  # no copy held through the update
+    again = engine.generate(arithmetic_prompts, GREEDY)  # rebuilt from the same weights
+    assert engine._decoder is not None
+    assert [g.token_ids for g in again] == [g.token_ids for g in before]
+
+
 def test_decoder_matrices_are_copies_laid_out_in_by_out(sharp_nano_model) -> None:
     # [in, out] in memory is what makes the decode step's GEMMs cheaper (llama_decoder: matrix);
     # a copy, so that an optimizer step never changes what a policy version samples.

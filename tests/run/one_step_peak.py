@@ -42,7 +42,7 @@ def main(overrides: list[str]) -> dict:
 
     from reinforge.algos.advantages import get_estimator
     from reinforge.config import load_config
-    from reinforge.engines.base import SamplingParams
+    from reinforge.engines.base import SamplingParams, release_sampling_memory
     from reinforge.envs.factory import build_env
     from reinforge.learner.batch import TrainingBatch
     from reinforge.models import lora
@@ -93,6 +93,7 @@ def main(overrides: list[str]) -> dict:
     phase("sync", engine.sync_weights, learner.version)
     params = SamplingParams(r.max_new_tokens, r.temperature)  # no stop tokens: every response is full length
     trajectories = phase("rollout", rollout_groups, engine, env, step_tasks, r.group_size, params, cfg.trainer.seed)
+    release_sampling_memory(engine)  # as the sync schedule does
     rewards = torch.rand(len(trajectories), generator=torch.Generator().manual_seed(0)).tolist()
     for trajectory, reward in zip(trajectories, rewards):
         trajectory.rewards = {c.name: reward for c in cfg.reward.components}
