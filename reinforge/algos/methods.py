@@ -35,8 +35,10 @@ METHODS: dict[str, dict[str, Any]] = {
     "gdpo": {"algo.advantage": "gdpo"},
     # Chen et al. 2025 (Pass@k training).
     "pass_at_k": {"algo.advantage": "pass_at_k", "algo.pass_k": 4},
-    # Zhu et al. 2025 (negative sample reinforcement): down-weight positive samples.
-    "w_reinforce": {"algo.advantage": "grpo", "algo.positive_weight": 0.1},
+    # Zhu et al. 2025 (The Surprising Effectiveness of Negative Reinforcement in LLM Reasoning, arXiv
+    # 2506.01347): W-REINFORCE, no baseline, the verifier's score read as +-1 and the positive samples
+    # weighted by lambda = 0.1: +0.1 for a correct answer, -1 for a wrong one (an all-wrong group too).
+    "w_reinforce": {"algo.advantage": "reinforce", "algo.reinforce_reward": "signed", "algo.positive_weight": 0.1},
     # Schulman et al. 2017 + GAE: classic PPO with a learned critic.
     "ppo": {"algo.advantage": "gae", "critic.enabled": True, "algo.lam": 0.95},
 }

@@ -37,6 +37,9 @@ class AdvantageInputs:
     lam: float = 1.0
     eps: float = 1e-6
     pass_k: int = 1
+    # Options of single estimators (algo.*), read only by the estimator that names them.
+    reinforce_reward: str = "raw"  # reinforce: raw (A = r) or signed (A = 2r - 1, a [0, 1] score read as +-1)
+    mars_discount: str = "turn"  # mars: gamma per turn (the paper) or per token position (the authors' code)
 
 
 @dataclass

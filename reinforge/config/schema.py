@@ -292,6 +292,14 @@ class AlgoConfig(Section):
         "auto",
         description="Kernels of the packed forward (pack_sequences): native = its attention, RMSNorm and SwiGLU in C, forward and backward (the attention reads the packed tokens where they are), compiled on first use with the machine's C compiler (reinforge.learner.packed_kernels); torch = torch's ops (SDPA on the padded layout, the model's own modules); auto = native on CPU float32 with one torch thread when a compiler is there, else torch. See the docs/benchmarks.md.",
     )
+    reinforce_reward: Literal["raw", "signed"] = Field(
+        "raw",
+        description="algo.advantage=reinforce (no baseline): raw = each sample's reward is its advantage; signed = a [0, 1] verifier score s read as the W-REINFORCE paper's +-1 reward, 2s - 1 (correct +1, wrong -1; the w_reinforce preset).",
+    )
+    mars_discount: Literal["turn", "token"] = Field(
+        "turn",
+        description="algo.advantage=mars with algo.gamma < 1: turn = gamma per policy turn (the MARS paper's turn-level return); token = gamma per token position, observation tokens included, each turn's reward at its last token (the authors' code, compute_reinforce_return).",
+    )
 
 
 class CriticConfig(Section):

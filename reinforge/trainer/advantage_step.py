@@ -190,6 +190,8 @@ def prepare_batch(
             turn_rewards=turns.rewards,
             turn_counts=turns.counts,
             agent_ids=agent_ids(trajectories),
+            reinforce_reward=algo.reinforce_reward,
+            mars_discount=algo.mars_discount,
             **(prompt_prior or {}),
         ),
         trajectories,

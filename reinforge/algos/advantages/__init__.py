@@ -92,6 +92,7 @@ from reinforge.algos.advantages import (  # noqa: E402,F401
     grpo,
     mars,
     pass_at_k,
+    reinforce,
     reinforce_pp,
     rloo,
     turn_rloo,
