@@ -40,6 +40,7 @@ class AdvantageInputs:
     # Options of single estimators (algo.*), read only by the estimator that names them.
     reinforce_reward: str = "raw"  # reinforce: raw (A = r) or signed (A = 2r - 1, a [0, 1] score read as +-1)
     mars_discount: str = "turn"  # mars: gamma per turn (the paper) or per token position (the authors' code)
+    scale_rewards: str = "group"  # grpo: divide by the group's std, the batch's, or not at all
 
 
 @dataclass

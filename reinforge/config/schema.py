@@ -300,6 +300,10 @@ class AlgoConfig(Section):
         "turn",
         description="algo.advantage=mars with algo.gamma < 1: turn = gamma per policy turn (the MARS paper's turn-level return); token = gamma per token position, observation tokens included, each turn's reward at its last token (the authors' code, compute_reinforce_return).",
     )
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group",
+        description="algo.advantage=grpo: what the group-centred rewards are divided by (TRL's scale_rewards): group = the group's std (GRPO); batch = the std of all the batch's rewards (Lite PPO); none = nothing (Dr. GRPO's advantage).",
+    )
 
 
 class CriticConfig(Section):

@@ -24,3 +24,8 @@ def check_advantage_options(cfg: Config) -> None:
             f"algo.mars_discount={algo.mars_discount} is an option of algo.advantage=mars (got {algo.advantage}); "
             "set algo.advantage=mars or drop algo.mars_discount"
         )
+    if algo.scale_rewards != "group" and algo.advantage != "grpo":
+        raise ConfigError(
+            f"algo.scale_rewards={algo.scale_rewards} is an option of algo.advantage=grpo (got {algo.advantage}); "
+            "set algo.advantage=grpo or drop algo.scale_rewards"
+        )

@@ -192,6 +192,7 @@ def prepare_batch(
             agent_ids=agent_ids(trajectories),
             reinforce_reward=algo.reinforce_reward,
             mars_discount=algo.mars_discount,
+            scale_rewards=algo.scale_rewards,
             **(prompt_prior or {}),
         ),
         trajectories,
