@@ -3,6 +3,7 @@ be silently ignored) or in a combination that changes what they mean. Runs befor
 
 from __future__ import annotations
 
+from reinforge.algos.advantages import get_estimator
 from reinforge.config import Config, ConfigError
 
 
@@ -29,3 +30,12 @@ def check_advantage_options(cfg: Config) -> None:
             f"algo.scale_rewards={algo.scale_rewards} is an option of algo.advantage=grpo (got {algo.advantage}); "
             "set algo.advantage=grpo or drop algo.scale_rewards"
         )
+    if get_estimator(algo.advantage).needs_greedy_baseline:
+        from reinforge.run.multi_policy import is_multi_policy
+
+        if cfg.trainer.partial_rollouts or is_multi_policy(cfg):
+            what = "trainer.partial_rollouts=true" if cfg.trainer.partial_rollouts else "a multi-policy run"
+            raise ConfigError(
+                f"algo.advantage={algo.advantage} needs one greedy rollout of each prompt beside its group, which only the "
+                f"whole-group collection adds; {what} collects otherwise: drop it or pick another estimator"
+            )

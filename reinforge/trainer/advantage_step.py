@@ -172,12 +172,21 @@ def prepare_batch(
 
     if critic is not None:
         batch.old_values = critic.values(batch)
-    policy_probs = {}
+    if estimator.needs_greedy_baseline:  # ReMax: collect_groups rolled out each prompt greedily and scored it
+        missing = sum(t.baseline_reward is None for t in trajectories)
+        if missing:
+            raise ValueError(
+                f"algo.advantage={algo.advantage} needs each sample's greedy-rollout reward (Trajectory.baseline_reward); "
+                f"{missing} of {len(trajectories)} samples have none (collect them with collect_groups(greedy_baseline=True))"
+            )
+        estimator_extras = {"greedy_rewards": torch.tensor([t.baseline_reward for t in trajectories], dtype=torch.float64)}
+    else:
+        estimator_extras = {}
     if estimator.needs_policy_probs:  # optimal token baseline: pi of each sampled token and sum_v pi(v)^2
         if learner is None:
             raise ValueError(f"algo.advantage={algo.advantage} needs the learner's token probabilities: pass the learner")
         logprobs, sum_pi_squared = logprobs_and_sum_pi_squared(learner.model, batch, learner.micro_batch_size, learner.temperature)
-        policy_probs = {"old_logprobs": logprobs, "sum_pi_squared": sum_pi_squared, "is_weights": batch.tis_weights}
+        estimator_extras |= {"old_logprobs": logprobs, "sum_pi_squared": sum_pi_squared, "is_weights": batch.tis_weights}
         metrics["sum_pi_squared_mean"] = sum_pi_squared[mask].double().mean().item() if mask.any() else 0.0
 
     # One advantage per episode when an agent's episode came as several pieces (gateway).
@@ -201,7 +210,7 @@ def prepare_batch(
             reinforce_reward=algo.reinforce_reward,
             mars_discount=algo.mars_discount,
             scale_rewards=algo.scale_rewards,
-            **policy_probs,
+            **estimator_extras,
             **(prompt_prior or {}),
         ),
         trajectories,

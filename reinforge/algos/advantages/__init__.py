@@ -104,6 +104,7 @@ from reinforge.algos.advantages import (  # noqa: E402,F401
     pass_at_k,
     reinforce,
     reinforce_pp,
+    remax,
     rloo,
     turn_rloo,
     value_prior,
