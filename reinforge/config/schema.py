@@ -210,7 +210,7 @@ class AlgoConfig(Section):
     method: str | None = Field(
         None, description="A named preset of the keys below (reinforge.algos.methods), e.g. dr_grpo, dapo, gspo, ppo; keys set explicitly win."
     )
-    advantage: str = Field("grpo", description="Advantage estimator (reinforge.algos.advantages): grpo, dr_grpo, dr_mas (per agent, for games), rloo, reinforce_pp, reinforce_pp_baseline, gdpo, pass_at_k, gae, v05_prior (the group mean shrunk toward the prompt-value model's prediction; prompt_value.enabled), or your own by import path.")
+    advantage: str = Field("grpo", description="Advantage estimator (reinforge.algos.advantages): grpo, dr_grpo, dr_mas (per agent, for games), rloo, reinforce_pp, reinforce_pp_baseline, gdpo, pass_at_k, gae, v05_prior (the group mean shrunk toward the prompt-value model's prediction; prompt_value.enabled), reinforce (no baseline; algo.reinforce_reward), remax (baseline: a greedy rollout's reward, rolled out per prompt), opo (length-weighted group baseline), gpg, grpo_passk (only each group's best sample), optimal_token_baseline and optimal_token_baseline_multi_turn (per-token baseline; one extra learner forward), or your own by import path.")
     policy_loss: str = Field("ppo_clip", description="Policy loss (reinforge.algos.losses): ppo_clip, gspo, cispo, reinforce, or your own by import path.")
     loss_agg: str = Field("token_mean", description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum, constant (Dr. GRPO).")
     lr: float = Field(1e-4, gt=0, description="Policy learning rate (AdamW).")
