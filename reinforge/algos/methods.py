@@ -35,8 +35,19 @@ METHODS: dict[str, dict[str, Any]] = {
     "gdpo": {"algo.advantage": "gdpo"},
     # Chen et al. 2025 (Pass@k training).
     "pass_at_k": {"algo.advantage": "pass_at_k", "algo.pass_k": 4},
-    # Zhu et al. 2025 (negative sample reinforcement): down-weight positive samples.
-    "w_reinforce": {"algo.advantage": "grpo", "algo.positive_weight": 0.1},
+    # Zhu et al. 2025 (The Surprising Effectiveness of Negative Reinforcement in LLM Reasoning, arXiv
+    # 2506.01347): W-REINFORCE, no baseline, the verifier's score read as +-1 and the positive samples
+    # weighted by lambda = 0.1: +0.1 for a correct answer, -1 for a wrong one (an all-wrong group too).
+    "w_reinforce": {"algo.advantage": "reinforce", "algo.reinforce_reward": "signed", "algo.positive_weight": 0.1},
+    # Li et al. 2023 (ReMax, arXiv 2310.10505): REINFORCE (no ratio, no clip) with the greedy response's
+    # reward as the baseline, one sampled response per prompt.
+    "remax": {"algo.advantage": "remax", "algo.policy_loss": "reinforce", "rollout.group_size": 1},
+    # Hao et al. 2025 (On-Policy RL with Optimal Reward Baseline, arXiv 2505.23585): exact on-policy
+    # training (one optimizer step per batch), the length-weighted baseline, no KL, no entropy bonus.
+    "opo": {"algo.advantage": "opo", "algo.epochs": 1, "algo.mini_batches": 1, "algo.kl_coef": 0.0, "algo.entropy_coef": 0.0},
+    # Chu et al. 2025 (GPG, arXiv 2504.02546): the plain policy gradient (no ratio, no clip, no KL, no
+    # reference) on alpha-scaled group-centred rewards.
+    "gpg": {"algo.advantage": "gpg", "algo.policy_loss": "reinforce", "algo.kl_coef": 0.0},
     # Schulman et al. 2017 + GAE: classic PPO with a learned critic.
     "ppo": {"algo.advantage": "gae", "critic.enabled": True, "algo.lam": 0.95},
 }

@@ -37,6 +37,17 @@ class AdvantageInputs:
     lam: float = 1.0
     eps: float = 1e-6
     pass_k: int = 1
+    # Options of single estimators (algo.*), read only by the estimator that names them.
+    reinforce_reward: str = "raw"  # reinforce: raw (A = r) or signed (A = 2r - 1, a [0, 1] score read as +-1)
+    mars_discount: str = "turn"  # mars: gamma per turn (the paper) or per token position (the authors' code)
+    scale_rewards: str = "group"  # grpo: divide by the group's std, the batch's, or not at all
+    # Optimal token baseline (needs_policy_probs): the policy's log-prob of each sampled token and
+    # sum_v pi(v)^2 at each position, from one learner forward; truncated IS weights if any.
+    old_logprobs: torch.Tensor | None = None  # [N, T]
+    sum_pi_squared: torch.Tensor | None = None  # [N, T]
+    is_weights: torch.Tensor | None = None  # [N, T]
+    # ReMax (needs_greedy_baseline): the reward of one greedy rollout of each sample's prompt.
+    greedy_rewards: torch.Tensor | None = None  # [N] float64
 
 
 @dataclass

@@ -210,7 +210,7 @@ class AlgoConfig(Section):
     method: str | None = Field(
         None, description="A named preset of the keys below (reinforge.algos.methods), e.g. dr_grpo, dapo, gspo, ppo; keys set explicitly win."
     )
-    advantage: str = Field("grpo", description="Advantage estimator (reinforge.algos.advantages): grpo, dr_grpo, dr_mas (per agent, for games), rloo, reinforce_pp, reinforce_pp_baseline, gdpo, pass_at_k, gae, v05_prior (the group mean shrunk toward the prompt-value model's prediction; prompt_value.enabled), or your own by import path.")
+    advantage: str = Field("grpo", description="Advantage estimator (reinforge.algos.advantages): grpo, dr_grpo, dr_mas (per agent, for games), rloo, reinforce_pp, reinforce_pp_baseline, gdpo, pass_at_k, gae, v05_prior (the group mean shrunk toward the prompt-value model's prediction; prompt_value.enabled), reinforce (no baseline; algo.reinforce_reward), remax (baseline: a greedy rollout's reward, rolled out per prompt), opo (length-weighted group baseline), gpg, grpo_passk (only each group's best sample), optimal_token_baseline and optimal_token_baseline_multi_turn (per-token baseline; one extra learner forward), or your own by import path.")
     policy_loss: str = Field("ppo_clip", description="Policy loss (reinforge.algos.losses): ppo_clip, gspo, cispo, reinforce, or your own by import path.")
     loss_agg: str = Field("token_mean", description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum, constant (Dr. GRPO).")
     lr: float = Field(1e-4, gt=0, description="Policy learning rate (AdamW).")
@@ -291,6 +291,18 @@ class AlgoConfig(Section):
     packed_kernels: Literal["auto", "torch", "native"] = Field(
         "auto",
         description="Kernels of the packed forward (pack_sequences): native = its attention, RMSNorm and SwiGLU in C, forward and backward (the attention reads the packed tokens where they are), compiled on first use with the machine's C compiler (reinforge.learner.packed_kernels); torch = torch's ops (SDPA on the padded layout, the model's own modules); auto = native on CPU float32 with one torch thread when a compiler is there, else torch. See the docs/benchmarks.md.",
+    )
+    reinforce_reward: Literal["raw", "signed"] = Field(
+        "raw",
+        description="algo.advantage=reinforce (no baseline): raw = each sample's reward is its advantage; signed = a [0, 1] verifier score s read as the W-REINFORCE paper's +-1 reward, 2s - 1 (correct +1, wrong -1; the w_reinforce preset).",
+    )
+    mars_discount: Literal["turn", "token"] = Field(
+        "turn",
+        description="algo.advantage=mars with algo.gamma < 1: turn = gamma per policy turn (the MARS paper's turn-level return); token = gamma per token position, observation tokens included, each turn's reward at its last token (the authors' code, compute_reinforce_return).",
+    )
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group",
+        description="algo.advantage=grpo: what the group-centred rewards are divided by (TRL's scale_rewards): group = the group's std (GRPO); batch = the std of all the batch's rewards (Lite PPO); none = nothing (Dr. GRPO's advantage).",
     )
 
 

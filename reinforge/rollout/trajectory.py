@@ -56,6 +56,7 @@ class Trajectory:
     agent: str | None = None  # the player (role) whose turns these are, in a multi-player game
     episode_part: int = 0
     agent_result: Any = None
+    baseline_reward: float | None = None  # ReMax: the reward of one greedy rollout of the same task
 
     @property
     def num_turns(self) -> int:

@@ -19,6 +19,7 @@ from reinforge.learner.batch import TrainingBatch, collate
 from reinforge.learner.critic_learner import CriticLearner
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
+from reinforge.learner.sum_pi_squared import logprobs_and_sum_pi_squared
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.trainer.episode_advantages import per_episode_advantages
 from reinforge.trainer.turn_credit import turn_layout, void_turn_rows
@@ -171,6 +172,22 @@ def prepare_batch(
 
     if critic is not None:
         batch.old_values = critic.values(batch)
+    if estimator.needs_greedy_baseline:  # ReMax: collect_groups rolled out each prompt greedily and scored it
+        missing = sum(t.baseline_reward is None for t in trajectories)
+        if missing:
+            raise ValueError(
+                f"algo.advantage={algo.advantage} needs each sample's greedy-rollout reward (Trajectory.baseline_reward); "
+                f"{missing} of {len(trajectories)} samples have none (collect them with collect_groups(greedy_baseline=True))"
+            )
+        estimator_extras = {"greedy_rewards": torch.tensor([t.baseline_reward for t in trajectories], dtype=torch.float64)}
+    else:
+        estimator_extras = {}
+    if estimator.needs_policy_probs:  # optimal token baseline: pi of each sampled token and sum_v pi(v)^2
+        if learner is None:
+            raise ValueError(f"algo.advantage={algo.advantage} needs the learner's token probabilities: pass the learner")
+        logprobs, sum_pi_squared = logprobs_and_sum_pi_squared(learner.model, batch, learner.micro_batch_size, learner.temperature)
+        estimator_extras |= {"old_logprobs": logprobs, "sum_pi_squared": sum_pi_squared, "is_weights": batch.tis_weights}
+        metrics["sum_pi_squared_mean"] = sum_pi_squared[mask].double().mean().item() if mask.any() else 0.0
 
     # One advantage per episode when an agent's episode came as several pieces (gateway).
     out, untrained = per_episode_advantages(
@@ -190,6 +207,10 @@ def prepare_batch(
             turn_rewards=turns.rewards,
             turn_counts=turns.counts,
             agent_ids=agent_ids(trajectories),
+            reinforce_reward=algo.reinforce_reward,
+            mars_discount=algo.mars_discount,
+            scale_rewards=algo.scale_rewards,
+            **estimator_extras,
             **(prompt_prior or {}),
         ),
         trajectories,

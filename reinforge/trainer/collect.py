@@ -20,6 +20,7 @@ from reinforge.rollout.episode_parts import agent_failed
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
+from reinforge.trainer.greedy_baseline import attach_greedy_baselines
 from reinforge.trainer.task_sampler import TaskSampler
 
 
@@ -81,9 +82,12 @@ def collect_groups(
     max_episode_tokens: int | None = None,
     env_workers: int = 8,
     decode_hook=None,
+    greedy_baseline: bool = False,
 ) -> Collected:
     """`seed` is the step's seed; each round samples with its own derived seed (rounds < 16).
-    `decode_hook` (rollout pruning): the rows it stops leave the round before scoring (`Collected.pruned`)."""
+    `decode_hook` (rollout pruning): the rows it stops leave the round before scoring (`Collected.pruned`).
+    `greedy_baseline` (an estimator's needs_greedy_baseline, ReMax): each round's prompts are also
+    rolled out once greedily and scored, and that reward set on their samples (`baseline_reward`)."""
     kept: list[Trajectory] = []
     tasks: dict[str, Task] = {}
     rollout_s = reward_s = 0.0
@@ -108,6 +112,10 @@ def collect_groups(
         t1 = time.perf_counter()
         round_metrics = scorer.score(tasks, trajectories)
         reward_s += time.perf_counter() - t1
+        if greedy_baseline:
+            round_metrics.update(attach_greedy_baselines(
+                engine, env, scorer, batch, trajectories, params, round_seed(seed, rounds - 1), max_episode_tokens, env_workers,
+            ))
         rollout_s += t1 - t0
         next_group += len(batch)
         zero_variance_groups += len(batch) - len(informative_groups(trajectories))

@@ -63,6 +63,7 @@ from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.models.lora import inference_copy, merged_state_dict
 from reinforge.rewards.scorer import RewardScorer
 from reinforge.rollout.trajectory import Trajectory
+from reinforge.algos.advantages import get_estimator
 from reinforge.trainer.collect import Collected, collect_groups, step_seed
 from reinforge.trainer.partial_collect import PartialCollector
 from reinforge.trainer.task_sampler import TaskSampler
@@ -101,6 +102,7 @@ class GroupCollector:
             cfg.rollout.group_size, self.params, seed=step_seed(cfg.trainer.seed, step),
             dynamic_sampling=cfg.algo.dynamic_sampling, max_rounds=cfg.algo.max_sampling_rounds,
             max_episode_tokens=self.max_episode_tokens, env_workers=cfg.env.workers, decode_hook=self.decode_hook,
+            greedy_baseline=get_estimator(cfg.algo.advantage).needs_greedy_baseline,
         )
         return collected, {}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from reference.mars_reinforce_return import compute_reinforce_return
 from reinforge.algos.advantages import get_estimator
 from reinforge.algos.types import AdvantageInputs
 
@@ -89,3 +90,67 @@ def test_a_game_run_with_mars_needs_two_games_per_group() -> None:
     preflight(load_config(recipe, ["algo.advantage=mars"]))  # the recipe's groups hold 4 to 8 games
     with pytest.raises(ConfigError, match="algo.advantage=mars normalizes each role within its group"):
         preflight(load_config(recipe, ["algo.advantage=mars", "rollout.group_size=2"]))
+
+
+def _two_games(discount: str, gamma: float = 0.5):
+    # One group, one player (no agent ids) of two games: X wins (+1) in 2 turns, X loses (-1) in 1 turn.
+    # Normalized results: mean 0, std sqrt(2): R~ = +-0.70711. Layout (width 8, _layout):
+    #   row 0: [-1, 0, 0, -1, 1, 1, -1, -1]   turn 0 ends at t=2, turn 1 at t=5
+    #   row 1: [-1, 0, 0, -1, -1, ...]        turn 0 ends at t=2
+    counts = [2, 1]
+    turn_index = _layout(counts)
+    inputs = AdvantageInputs(
+        rewards=torch.tensor([1.0, -1.0], dtype=torch.float64), group_ids=torch.tensor([0, 0]), mask=turn_index >= 0,
+        turn_index=turn_index, turn_counts=torch.tensor(counts), gamma=gamma, mars_discount=discount,
+    )
+    return get_estimator("mars").fn(inputs).advantages, turn_index
+
+
+def test_mars_turn_and_token_discounts_by_hand() -> None:
+    r = 2**-0.5
+    # turn (the paper): row 0's turn 1 gets R~, turn 0 gets 0.5 R~, every token of a turn the same.
+    turn, _ = _two_games("turn")
+    assert turn[0].tolist() == pytest.approx([0, 0.5 * r, 0.5 * r, 0, r, r, 0, 0], abs=1e-6)
+    # token (the authors' code): R~ sits on t=5 and is discounted per position:
+    #   t=5: R~, t=4: 0.5 R~, t=2: 0.125 R~, t=1: 0.0625 R~ (t=3, an observation, is not trained).
+    token, _ = _two_games("token")
+    assert token[0].tolist() == pytest.approx([0, 0.0625 * r, 0.125 * r, 0, 0.5 * r, r, 0, 0], abs=1e-6)
+    assert token[1].tolist() == pytest.approx([0, -0.5 * r, -r, 0, 0, 0, 0, 0], abs=1e-6)
+    # gamma 1: the two are the same.
+    assert torch.equal(_two_games("turn", 1.0)[0], _two_games("token", 1.0)[0])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_mars_token_discount_is_the_authors_reinforce_return(seed: int) -> None:
+    """Random games (ragged turn counts, turn rewards, two players, a constant (group, agent)):
+    the authors' compute_reinforce_return on the normalized scores at each turn's last token."""
+    g = torch.Generator().manual_seed(seed)
+    n, width, gamma = 8, 20, 0.9
+    counts = torch.randint(1, 5, (n,), generator=g)
+    turn_index = _layout(counts.tolist(), width=width)
+    agents = torch.tensor([0, 1] * (n // 2))
+    rewards = torch.randint(-1, 2, (n,), generator=g).double()
+    rewards[[1, 3]] = 0.5  # agent 1 of group 0 (rows 1, 3) has equal results: R~ = 0, turn rewards unscaled
+    groups = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+    turn_rewards = torch.rand(n, 4, generator=g, dtype=torch.float64) * (torch.arange(4)[None] < counts[:, None])
+    inputs = AdvantageInputs(
+        rewards=rewards, group_ids=groups, mask=turn_index >= 0, turn_index=turn_index, turn_rewards=turn_rewards,
+        turn_counts=counts, agent_ids=agents, gamma=gamma, mars_discount="token",
+    )
+    ours = get_estimator("mars").fn(inputs).advantages.double()
+
+    # The authors' pipeline: scores normalized per (group, player), turn scores on each turn's end token.
+    expected_scores = torch.zeros(n, width, dtype=torch.float64)
+    for i in range(n):
+        peers = (groups == groups[i]) & (agents == agents[i])
+        std = rewards[peers].std()
+        constant = bool((rewards[peers] == rewards[i]).all())
+        outcome = 0.0 if constant else float((rewards[i] - rewards[peers].mean()) / (std + 1e-6))
+        scale = 1.0 if constant else float(std + 1e-6)
+        for k in range(int(counts[i])):
+            end = int((turn_index[i] == k).nonzero().max())
+            expected_scores[i, end] = turn_rewards[i, k] / scale + (outcome if k == counts[i] - 1 else 0.0)
+    expected, _ = compute_reinforce_return(expected_scores, gamma, 1.0)
+    trained = turn_index >= 0
+    assert torch.allclose(ours[trained], expected[trained], atol=1e-5)
+    assert torch.equal(ours[~trained], torch.zeros(int((~trained).sum()), dtype=torch.float64))

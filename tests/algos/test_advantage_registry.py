@@ -61,6 +61,8 @@ def test_every_estimator_runs_on_one_batch() -> None:
         values=torch.full((4, 3), 0.5), pass_k=2,
         prompt_values=torch.tensor([0.3, 0.3, 0.6, 0.6], dtype=torch.float64), prompt_value_var=torch.full((4,), 0.02, dtype=torch.float64),
         turn_index=torch.where(mask, 0, -1), turn_counts=torch.ones(4, dtype=torch.long),  # one turn each
+        old_logprobs=torch.full((4, 3), -0.7), sum_pi_squared=torch.full((4, 3), 0.4),  # optimal token baseline
+        greedy_rewards=torch.tensor([0.0, 1.0, 0.0, 0.0], dtype=torch.float64),  # remax
     )
     for name, spec in ADVANTAGE_ESTIMATORS.items():
         out = spec.fn(inputs)

@@ -30,6 +30,8 @@ class EstimatorSpec:
     token_rewards: bool = False  # uses inputs.token_rewards (a per-token KL reward) itself
     turn_level: bool = False  # uses inputs.turn_rewards / turn_index (multi-turn credit assignment)
     needs_prompt_values: bool = False  # the trainer must provide inputs.prompt_values (the prompt-value model, prompt_value.enabled)
+    needs_policy_probs: bool = False  # the trainer must provide inputs.old_logprobs and inputs.sum_pi_squared (a learner forward)
+    needs_greedy_baseline: bool = False  # the trainer must provide inputs.greedy_rewards (one greedy rollout per prompt, scored)
 
 
 ADVANTAGE_ESTIMATORS: dict[str, EstimatorSpec] = {}
@@ -37,7 +39,8 @@ ADVANTAGE_ESTIMATORS: dict[str, EstimatorSpec] = {}
 
 def register_advantage(
     name: str, *, min_group_size: int = 1, needs_critic: bool = False, token_rewards: bool = False,
-    turn_level: bool = False, needs_prompt_values: bool = False,
+    turn_level: bool = False, needs_prompt_values: bool = False, needs_policy_probs: bool = False,
+    needs_greedy_baseline: bool = False,
 ) -> Callable[[Estimator], Estimator]:
     """Register `fn` under `name`; the function itself is returned unchanged."""
     if min_group_size < 1:
@@ -48,7 +51,9 @@ def register_advantage(
         # Re-importing the same module (e.g. importlib.reload) re-registers the same function: allowed.
         if existing is not None and (existing.fn.__module__, existing.fn.__qualname__) != (fn.__module__, fn.__qualname__):
             raise ValueError(f"advantage estimator {name!r} is already registered by {existing.fn.__module__}")
-        ADVANTAGE_ESTIMATORS[name] = EstimatorSpec(name, fn, min_group_size, needs_critic, token_rewards, turn_level, needs_prompt_values)
+        ADVANTAGE_ESTIMATORS[name] = EstimatorSpec(
+            name, fn, min_group_size, needs_critic, token_rewards, turn_level, needs_prompt_values, needs_policy_probs, needs_greedy_baseline
+        )
         return fn
 
     return decorator
@@ -89,10 +94,17 @@ from reinforge.algos.advantages import (  # noqa: E402,F401
     dr_mas,
     gae,
     gdpo,
+    gpg,
     grpo,
+    grpo_passk,
     mars,
+    opo,
+    optimal_token_baseline,
+    optimal_token_baseline_multi_turn,
     pass_at_k,
+    reinforce,
     reinforce_pp,
+    remax,
     rloo,
     turn_rloo,
     value_prior,

@@ -6,7 +6,7 @@ import torch
 
 from reinforge.algos.advantages import register_advantage
 from reinforge.algos.advantages.dr_mas import agent_group_keys
-from reinforge.algos.advantages.group_stats import OUTPUT_DTYPE, group_standardized, group_stats
+from reinforge.algos.advantages.group_stats import OUTPUT_DTYPE, group_standardized, group_stats, masked_reverse_discounted_sum
 from reinforge.algos.advantages.turn_rloo import turn_returns
 from reinforge.algos.types import AdvantageInputs, AdvantageOutput
 
@@ -27,6 +27,14 @@ def turn_level_agent_normalized_advantages(inputs: AdvantageInputs) -> Advantage
     player's trajectory holds only its own turns, so the discount runs over its moves, not the
     opponent's). With gamma = 1 and no turn rewards every turn gets R~_i (dr_mas); gamma < 1
     credits a move by how close it came to the end, so early moves of a long game move less.
+
+    Two discounts (`inputs.mars_discount`, algo.mars_discount), equal when gamma = 1:
+      turn  (default, the paper's formula above): gamma^(j - k) per policy turn.
+      token (the authors' code): each turn's r~_{i,k} (+ R~_i on the last turn) is placed on the
+            turn's last token u_k, and every position t gets sum_u gamma^(u - t) r~_u over the
+            positions u >= t of the whole sequence, the opponent's / env's observation tokens
+            between turns included; so tokens within a turn differ, and a turn is discounted by
+            the token distance to the rewards after it, not the turn count.
 
     Source: Yuan, Xu, Tan et al., "MARS: Reinforcing Multi-Agent Reasoning of LLMs through Self-Play
     in Strategic Games" (arXiv 2510.15414, 2025; v2 titled MARSHAL): a turn-level advantage
@@ -54,7 +62,12 @@ def turn_level_agent_normalized_advantages(inputs: AdvantageInputs) -> Advantage
     turn_advantages = turn_returns(turn_rewards, counts, outcome, inputs.gamma)  # [N, K]
 
     index = inputs.turn_index.long()
-    per_token = turn_advantages.gather(1, index.clamp(min=0))
+    if inputs.mars_discount == "token":
+        per_token = token_discounted_returns(turn_rewards, counts, outcome, index, inputs.gamma)
+    elif inputs.mars_discount == "turn":
+        per_token = turn_advantages.gather(1, index.clamp(min=0))
+    else:
+        raise ValueError(f"unknown mars_discount {inputs.mars_discount!r}; valid: turn, token")
     advantages = torch.where(inputs.mask & (index >= 0), per_token, torch.zeros_like(per_token))
     live = torch.arange(k_max)[None, :] < counts[:, None]
     metrics = {
@@ -63,3 +76,19 @@ def turn_level_agent_normalized_advantages(inputs: AdvantageInputs) -> Advantage
         "turns_mean": counts.double().mean().item(),
     }
     return AdvantageOutput(advantages.to(OUTPUT_DTYPE), metrics=metrics)
+
+
+def token_discounted_returns(
+    turn_rewards: torch.Tensor, counts: torch.Tensor, outcome: torch.Tensor, index: torch.Tensor, gamma: float
+) -> torch.Tensor:
+    """[N, T]: sum_{u >= t} gamma^(u - t) x_u over every position, with x the turn's reward (plus
+    the outcome on the last turn) on the last position of each turn and 0 elsewhere, as the
+    MARS authors' compute_reinforce_return (thu-nics/MARS, roll/utils/functionals.py) discounts the
+    token-level rewards that their env manager places on each turn's end-of-turn token."""
+    n = len(counts)
+    totals = turn_rewards.double().clone()
+    totals[torch.arange(n), counts - 1] += outcome.double()
+    following = torch.cat([index[:, 1:], torch.full_like(index[:, :1], -1)], dim=1)
+    turn_end = (index >= 0) & (following != index)
+    rewards = torch.where(turn_end, totals.gather(1, index.clamp(min=0)), torch.zeros(index.shape, dtype=torch.float64))
+    return masked_reverse_discounted_sum(rewards, torch.ones_like(turn_end), gamma)
