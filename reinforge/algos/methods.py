@@ -50,6 +50,15 @@ METHODS: dict[str, dict[str, Any]] = {
     "gpg": {"algo.advantage": "gpg", "algo.policy_loss": "reinforce", "algo.kl_coef": 0.0},
     # Schulman et al. 2017 + GAE: classic PPO with a learned critic.
     "ppo": {"algo.advantage": "gae", "critic.enabled": True, "algo.lam": 0.95},
+    # Wang et al. 2025 (Beyond the 80/20 Rule, arXiv 2506.01939): DAPO, with the policy gradient kept
+    # only on the top 20% of tokens by entropy.
+    "beyond_80_20": {
+        "algo.advantage": "grpo", "algo.clip_eps_high": 0.28, "algo.loss_agg": "token_mean", "algo.dynamic_sampling": True,
+        "algo.top_entropy_quantile": 0.2,
+    },
+    # Zhang et al. 2025 (Policy Filtration for RLHF, PF-PPO, arXiv 2409.06957): PPO with a critic, each
+    # batch re-sampled by reward; the weighting is verl's default for it (|R|^2).
+    "pf_ppo": {"algo.advantage": "gae", "critic.enabled": True, "algo.lam": 0.95, "algo.pf_ppo": "pow", "algo.pf_ppo_pow": 2.0},
 }
 
 

@@ -304,6 +304,41 @@ class AlgoConfig(Section):
         "group",
         description="algo.advantage=grpo: what the group-centred rewards are divided by (TRL's scale_rewards): group = the group's std (GRPO); batch = the std of all the batch's rewards (Lite PPO); none = nothing (Dr. GRPO's advantage).",
     )
+    # Token selection, masking and re-weighting (reinforge.algos.losses: entropy_selection, off_policy_mask,
+    # divergence_rejection, rollout_correction, pf_ppo, adaptive_entropy); checked by reinforge.run.selection_check.
+    top_entropy_quantile: float = Field(
+        1.0, ge=0, le=1, description="Train the policy term only on this top share of sampled tokens by entropy (Wang et al. 2025, 'Beyond the 80/20 rule': 0.2; TRL top_entropy_quantile); 1 keeps every token. The threshold is taken per micro-batch. Logged: mask/top_entropy_dropped_frac."
+    )
+    mask_truncated: bool = Field(
+        False, description="Samples cut by the token limit (finish reason length or max_tokens) leave the loss; their rewards still count in their group's baseline (DAPO; TRL mask_truncated_completions). Logged: mask/truncated_frac."
+    )
+    off_policy_mask_threshold: float | None = Field(
+        None, gt=0, description="Off-policy sequence masking (DeepSeek-V3.2; TRL off_policy_mask_threshold), e.g. 0.5: a sample with a negative advantage whose mean log(pi_engine / pi) exceeds this leaves the loss. None disables. Logged: mask/off_policy_dropped_frac."
+    )
+    tis_floor: float | None = Field(
+        None, gt=0, le=1, description="Lower clip of the algo.tis_cap importance weights, w = clip(r, tis_floor, tis_cap) (TRL vllm_importance_sampling_clip_min); None: no lower clip. Needs algo.tis_cap."
+    )
+    tis_normalize: bool = Field(
+        False, description="Divide the algo.tis_cap importance weights by their batch mean (per token, or per sample at the sequence / geometric levels), verl rollout_is_batch_normalize. Needs algo.tis_cap."
+    )
+    rollout_reject: list[Literal["token_k2", "token_k3", "seq_sum_k2", "seq_sum_k3", "seq_mean_k2", "seq_mean_k3", "seq_max_k2", "seq_max_k3"]] = Field(
+        default_factory=list,
+        description="Rollout rejection by divergence between learner and engine (verl rollout_rs): tokens (token_*) or whole samples (seq_sum_*, seq_mean_*, seq_max_*) whose k2 / k3 exceeds algo.rollout_reject_threshold leave the loss; several criteria chain (all must pass), e.g. [token_k3, seq_max_k2]. Costs one no-grad learner forward per step. Logged: mask/rollout_reject_frac.",
+    )
+    rollout_reject_threshold: list[float] = Field(
+        default_factory=list, description="Upper bounds of the algo.rollout_reject criteria: one shared, or one per criterion in order (each > 0)."
+    )
+    pf_ppo: Literal["pow", "max_min", "max_random"] | None = Field(
+        None, description="PF-PPO (Zhang et al. 2025): re-sample each step's batch with replacement by reward, pow = |R|^algo.pf_ppo_pow, max_min = only the batch's best and worst, max_random = best 0.4, others 0.1 (verl compute_pf_ppo_reweight_data). None disables. Logged: mask/pf_ppo_dropped_frac."
+    )
+    pf_ppo_pow: float = Field(2.0, ge=0, description="Exponent of algo.pf_ppo=pow.")
+    adaptive_entropy: bool = Field(
+        False, description="Adaptive entropy coefficient (Skywork-OR1; TRL use_adaptive_entropy): algo.entropy_coef is the start, raised by algo.entropy_coef_delta after an optimizer step whose entropy is at most algo.entropy_target, lowered otherwise, applied only while at or below the target. Logged as entropy_coef; saved in checkpoints."
+    )
+    entropy_target: float = Field(0.2, ge=0, description="algo.adaptive_entropy: the target mean token entropy in nats (TRL's default 0.2; set it near the entropy logged early in training).")
+    entropy_coef_delta: float = Field(0.005, gt=0, description="algo.adaptive_entropy: the step of the coefficient per optimizer step.")
+    entropy_coef_min: float = Field(0.0, ge=0, description="algo.adaptive_entropy: lower bound of the coefficient.")
+    entropy_coef_max: float = Field(1.0, ge=0, description="algo.adaptive_entropy: upper bound of the coefficient.")
 
 
 class CriticConfig(Section):

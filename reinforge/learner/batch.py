@@ -30,6 +30,9 @@ class TrainingBatch:
     # into the update (reinforge.trainer.advantage_step): the loss takes its own detached
     # log-probs as the proximal ones and weighs them against these.
     behaviour_logprobs: torch.Tensor | None = None
+    # [N, T-1] the engine's log-probs when `old_logprobs` were replaced by the proximal ones (decoupled
+    # PPO without the fold) and off-policy sequence masking needs them (algo.off_policy_mask_threshold).
+    engine_logprobs: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -52,6 +55,7 @@ class TrainingBatch:
             old_values=cut(self.old_values, width - 1),
             returns=cut(self.returns, width - 1),
             behaviour_logprobs=cut(self.behaviour_logprobs, width - 1),
+            engine_logprobs=cut(self.engine_logprobs, width - 1),
         )
 
     def to(self, device: torch.device) -> "TrainingBatch":

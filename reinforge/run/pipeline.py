@@ -176,7 +176,7 @@ def build_learner(cfg: Config, model, env):
     kwargs = dict(
         lr=a.lr, weight_decay=a.weight_decay, max_grad_norm=a.max_grad_norm, micro_batch_size=a.micro_batch_size,
         bf16_autocast=a.bf16_autocast, temperature=cfg.rollout.temperature,
-        max_response_tokens=cfg.rollout.max_new_tokens * env.max_turns, entropy_grad=a.entropy_coef > 0,
+        max_response_tokens=cfg.rollout.max_new_tokens * env.max_turns, entropy_grad=a.entropy_coef > 0 or a.adaptive_entropy,
         compile_forward=a.compile_forward, lr_warmup_steps=a.lr_warmup_steps, pack_sequences=a.pack_sequences,
         packed_kernels=a.packed_kernels, logprob_chunk_tokens=a.logprob_chunk_tokens,
         max_tokens_per_microbatch=a.max_tokens_per_microbatch, activation_checkpointing=a.activation_checkpointing,

@@ -25,6 +25,7 @@ from reinforge.telemetry.wandb_sink import wandb_available
 from reinforge.values.value_heads_check import check_value_heads
 from reinforge.run.memory_check import check_memory_fit, prompt_lower_bound
 from reinforge.run.advantage_options_check import check_advantage_options
+from reinforge.run.selection_check import check_selection
 from reinforge.run.task_fit import check_jsonl_texts, check_prompt_lengths  # noqa: F401 - check_prompt_lengths re-exported
 
 
@@ -46,6 +47,7 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
     check_advantage_options(cfg)
     check_prompt_value(cfg, estimator.needs_prompt_values)
     check_rollout_correction(cfg.algo)
+    check_selection(cfg)
     check_schedule(cfg)
     check_value_heads(cfg)
     check_device(cfg)

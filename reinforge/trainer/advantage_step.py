@@ -10,7 +10,8 @@ import torch
 
 from reinforge.algos.advantages import EstimatorSpec
 from reinforge.algos.logprob_gap import logprob_gap_metrics
-from reinforge.algos.losses.rollout_correction import rollout_is_weights, rollout_rejection_mask
+from reinforge.algos.losses.divergence_rejection import divergence_rejection_mask
+from reinforge.algos.losses.rollout_correction import normalize_is_weights, rollout_is_weights, rollout_rejection_mask
 from reinforge.algos.losses.kl import kl_penalty
 from reinforge.algos.losses.sample_weighting import confidence_scaled_negatives, sequence_log_ratio, weight_by_sign
 from reinforge.algos.types import AdvantageInputs
@@ -22,6 +23,7 @@ from reinforge.learner.reference import ReferenceModel
 from reinforge.learner.sum_pi_squared import logprobs_and_sum_pi_squared
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.trainer.episode_advantages import per_episode_advantages
+from reinforge.trainer.truncation_mask import truncated_rows
 from reinforge.trainer.turn_credit import turn_layout, void_turn_rows
 
 
@@ -53,11 +55,12 @@ def proximal_forward_folds(algo: AlgoConfig, learner: PolicyLearner) -> bool:
     Kept otherwise: with several optimizer steps the later forwards no longer see pi_prox; with
     ACE (ace_alpha > 0) the advantages need the proximal log-probs before the update (the
     sequence log-ratio to the reference is taken from old_logprobs); with rollout masking
-    (algo.rollout_mask) the samples to reject are chosen from the proximal log-probs before the
-    update; and when the model has active dropout, a train-mode forward is not the eval-mode
+    (algo.rollout_mask, algo.rollout_reject) the samples to reject are chosen from the proximal
+    log-probs before the update; with algo.tis_normalize the weights are divided by their mean
+    over the whole batch, not a micro-batch's; and when the model has active dropout, a train-mode forward is not the eval-mode
     forward that defines pi_prox.
     """
-    if algo.ace_alpha > 0 or algo.rollout_mask is not None:
+    if algo.ace_alpha > 0 or algo.rollout_mask is not None or algo.rollout_reject or algo.tis_normalize:
         return False
     return update_forward_is_proximal(algo, learner)
 
@@ -67,7 +70,7 @@ def gap_measured_in_update(algo: AlgoConfig, learner: PolicyLearner) -> bool:
     (with algo.tis_cap), or, without it, any update whose forward runs on the proximal weights.
     Otherwise it runs one no-grad learner forward of the batch (about a third of an update's
     compute: a forward without the backward)."""
-    if algo.rollout_mask is not None:
+    if algo.rollout_mask is not None or algo.rollout_reject:
         return False
     if algo.tis_cap is not None:
         return proximal_forward_folds(algo, learner)
@@ -116,6 +119,11 @@ def prepare_batch(
         void = void_turn_rows(trajectories)
         batch.loss_mask[void] = False
         metrics["void_dropped_frac"] = void.double().mean().item()
+    if algo.mask_truncated:
+        # DAPO's overlong filtering (trainer.truncation_mask): like a void turn, out of the loss only.
+        truncated = truncated_rows(trajectories)
+        batch.loss_mask[truncated] = False
+        metrics["mask/truncated_frac"] = truncated.double().mean().item()
     mask = batch.loss_mask
     rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float64)
     turns = turn_layout(trajectories, mask.shape[1], algo)
@@ -131,8 +139,8 @@ def prepare_batch(
     behaviour = batch.old_logprobs
     proximal = None
     if learner is None:  # the advantage math alone (no policy to compare with): nothing to measure
-        if algo.tis_cap is not None or algo.rollout_mask is not None:
-            raise ValueError("algo.tis_cap and algo.rollout_mask need the learner's log-probs: pass the learner")
+        if algo.tis_cap is not None or algo.rollout_mask is not None or algo.rollout_reject:
+            raise ValueError("algo.tis_cap, algo.rollout_mask and algo.rollout_reject need the learner's log-probs: pass the learner")
     elif gap_measured_in_update(algo, learner):
         batch.behaviour_logprobs = behaviour
     else:
@@ -147,6 +155,10 @@ def prepare_batch(
         keep, mask_metrics = rollout_rejection_mask(proximal, behaviour, mask, low, high, algo.rollout_mask)
         mask &= keep
         metrics.update(mask_metrics)
+    if algo.rollout_reject:  # divergence criteria (k2 / k3), chained with the ratio band above
+        keep, reject_metrics = divergence_rejection_mask(proximal, behaviour, mask, algo.rollout_reject, algo.rollout_reject_threshold)
+        mask &= keep
+        metrics.update(reject_metrics)
 
     if reference is not None:
         batch.ref_logprobs = reference.logprobs(batch)
@@ -166,7 +178,12 @@ def prepare_batch(
         # (per token, or per sample with algo.tis_level). When the fold applies (proximal is None),
         # the update's own forward yields the proximal log-probs and the loss computes the weights
         # (and reports tis_weight_mean / tis_capped_frac), see policy_objective.
-        batch.tis_weights, tis_metrics = rollout_is_weights(proximal, behaviour, mask, algo.tis_cap, algo.tis_level)
+        batch.tis_weights, tis_metrics = rollout_is_weights(proximal, behaviour, mask, algo.tis_cap, algo.tis_level, algo.tis_floor)
+        if algo.tis_normalize:
+            batch.tis_weights, norm_metrics = normalize_is_weights(batch.tis_weights, mask, algo.tis_level)
+            tis_metrics.update(norm_metrics)
+        if algo.off_policy_mask_threshold is not None:
+            batch.engine_logprobs = behaviour  # off-policy masking compares with the engine's, not the proximal ones
         batch.old_logprobs = proximal
         metrics.update(tis_metrics)
 

@@ -43,6 +43,7 @@ from reinforge.telemetry import MetricsLogger, ProgressDisplay
 from reinforge.trainer.advantage_step import prepare_batch
 from reinforge.trainer.agent_failures import drop_failed_episodes
 from reinforge.trainer.collect import collect_groups, step_seed
+from reinforge.trainer.pf_ppo_step import pf_ppo_batch
 from reinforge.trainer.policy_objective import make_policy_objective
 from reinforge.trainer.reward_failures import drop_failed_samples
 from reinforge.trainer.rl_loop import RLResult, episode_token_budget, record_eval, sampling_params, trajectory_record
@@ -94,6 +95,8 @@ def train_policy(
         weights = {c.name: c.weight for c in cfg.reward.components}
         batch, prepare_metrics = prepare_batch(trained, algo, estimator, weights, pad, parts.learner, parts.reference, None)
         metrics.update(prepare_metrics)
+        batch, pf_metrics = pf_ppo_batch(batch, trained, algo, parts.shuffle)  # algo.pf_ppo, else the batch itself
+        metrics.update(pf_metrics)
         for _ in range(algo.epochs):
             order = torch.randperm(len(batch), generator=parts.shuffle)
             for rows in order.chunk(algo.mini_batches):

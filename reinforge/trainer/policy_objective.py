@@ -19,13 +19,24 @@ between the two. Without a cap old_logprobs stay the behaviour log-probs (plain 
 are means over this micro-batch's sampled tokens (and maxima / minima for the `_max` / `_min`
 keys); the learner combines micro-batch metrics by token count (and max / min), so the logged
 values are the same whole-batch values prepare_batch reports without the fold.
+
+Token selection (the per-token policy term times a 0/1 keep, the aggregation's counts unchanged,
+as TRL does): off-policy sequence masking (algo.off_policy_mask_threshold,
+reinforge.algos.losses.off_policy_mask) against the engine's log-probs, and the top-entropy
+tokens (algo.top_entropy_quantile, entropy_selection.py), which the entropy bonus is then
+restricted to as well. With algo.adaptive_entropy the bonus's coefficient is an
+AdaptiveEntropyCoef (adaptive_entropy.py) that the loss feeds each micro-batch's entropy and the
+loop steps after every optimizer step.
 """
 
 from __future__ import annotations
 
 import torch
 
+from reinforge.algos.losses.adaptive_entropy import AdaptiveEntropyCoef
 from reinforge.algos.losses.aggregation import aggregate
+from reinforge.algos.losses.entropy_selection import dropped_token_frac, high_entropy_mask
+from reinforge.algos.losses.off_policy_mask import off_policy_sequence_mask
 from reinforge.algos.logprob_gap import logprob_gap_metrics
 from reinforge.algos.losses.rollout_correction import rollout_is_weights
 from reinforge.algos.losses.kl import kl_penalty
@@ -52,7 +63,23 @@ def policy_loss_params(algo: AlgoConfig, tis_weights: torch.Tensor | None = None
     )
 
 
-def make_policy_objective(algo: AlgoConfig) -> LossFn:
+def adaptive_entropy_coef(algo: AlgoConfig) -> AdaptiveEntropyCoef | None:
+    """The run's adaptive entropy coefficient (trainer state), or None without algo.adaptive_entropy."""
+    if not algo.adaptive_entropy:
+        return None
+    return AdaptiveEntropyCoef(algo.entropy_coef, algo.entropy_target, algo.entropy_coef_delta, algo.entropy_coef_min, algo.entropy_coef_max)
+
+
+def engine_logprobs(micro: TrainingBatch) -> torch.Tensor:
+    """The rollout engine's log-probs of a micro-batch, wherever prepare_batch left them."""
+    for logprobs in (micro.behaviour_logprobs, micro.engine_logprobs):
+        if logprobs is not None:
+            return logprobs
+    return micro.old_logprobs  # no proximal forward replaced them
+
+
+def make_policy_objective(algo: AlgoConfig, entropy_control: AdaptiveEntropyCoef | None = None) -> LossFn:
+    """`entropy_control`: the adaptive entropy coefficient (adaptive_entropy_coef), owned by the loop."""
     policy_loss = get_policy_loss(algo.policy_loss)
     kl_in_loss = algo.kl_coef > 0 and not algo.kl_in_reward
 
@@ -63,18 +90,34 @@ def make_policy_objective(algo: AlgoConfig) -> LossFn:
             tis_metrics = logprob_gap_metrics(logprobs, micro.behaviour_logprobs, mask)
             if algo.tis_cap is not None:
                 old_logprobs = logprobs.detach()
-                tis_weights, weight_metrics = rollout_is_weights(old_logprobs, micro.behaviour_logprobs, mask, algo.tis_cap, algo.tis_level)
+                tis_weights, weight_metrics = rollout_is_weights(
+                    old_logprobs, micro.behaviour_logprobs, mask, algo.tis_cap, algo.tis_level, algo.tis_floor
+                )
                 tis_metrics.update(weight_metrics)
         params = policy_loss_params(algo, tis_weights)
         per_token, metrics = policy_loss(logprobs, old_logprobs, micro.advantages, mask, params)
         metrics.update(tis_metrics)
+        keep, entropy_mask = None, mask
+        if algo.off_policy_mask_threshold is not None:
+            keep = off_policy_sequence_mask(micro.advantages, logprobs, engine_logprobs(micro), mask, algo.off_policy_mask_threshold)
+            metrics["mask/off_policy_dropped_frac"] = dropped_token_frac(keep, mask)
+        if algo.top_entropy_quantile < 1.0:
+            entropy_mask = high_entropy_mask(entropy, mask, algo.top_entropy_quantile)
+            metrics["mask/top_entropy_dropped_frac"] = dropped_token_frac(entropy_mask, mask)
+            keep = entropy_mask if keep is None else keep & entropy_mask
+        if keep is not None:
+            per_token = torch.where(keep, per_token, torch.zeros_like(per_token))
         loss = aggregate(per_token, mask, algo.loss_agg, norm)
         if kl_in_loss:
             kl = kl_penalty(logprobs, micro.ref_logprobs, algo.kl_estimator) * mask
             loss = loss + algo.kl_coef * aggregate(kl, mask, algo.loss_agg, norm)
             metrics["kl_ref"] = kl.detach().sum().item() / max(mask.sum().item(), 1)
-        if algo.entropy_coef > 0:
-            loss = loss - algo.entropy_coef * aggregate(entropy * mask, mask, algo.loss_agg, norm)
+        coef = algo.entropy_coef
+        if entropy_control is not None:
+            coef = entropy_control.applied()  # the coefficient of the last optimizer step's end
+            entropy_control.observe((entropy.detach() * entropy_mask).sum().item(), entropy_mask.sum().item())
+        if coef > 0:
+            loss = loss - coef * aggregate(entropy * entropy_mask, mask, algo.loss_agg, norm)
         return loss, metrics
 
     return loss_fn

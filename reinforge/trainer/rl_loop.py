@@ -44,7 +44,8 @@ from reinforge.trainer.rollout_schedule import make_schedule, staleness_metrics
 from reinforge.evals.evaluation import evaluate
 from reinforge.run.graceful_stop import GracefulStop
 from reinforge.run.run_errors import RunInterrupted
-from reinforge.trainer.policy_objective import make_policy_objective
+from reinforge.trainer.pf_ppo_step import pf_ppo_batch
+from reinforge.trainer.policy_objective import adaptive_entropy_coef, make_policy_objective
 from reinforge.trainer.task_sampler import TaskSampler
 from reinforge.trainer.zero_reward import zero_reward_warning
 from reinforge.values.curriculum_sampler import CurriculumSampler, group_abs_advantages, make_task_sampler
@@ -103,9 +104,10 @@ def trajectory_record(step: int, trajectory: Trajectory, prompt_text) -> dict:
     }
 
 
-def loop_state(parts: RLComponents, sampler: TaskSampler, shuffle: torch.Generator, result: RLResult) -> dict:
+def loop_state(parts: RLComponents, sampler: TaskSampler, shuffle: torch.Generator, result: RLResult, entropy_control=None) -> dict:
     """Everything besides the policy weights that step s+1 depends on."""
     return {
+        "entropy_control": entropy_control.state_dict() if entropy_control is not None else None,
         "optimizer": parts.learner.optimizer.state_dict(),
         "learner_version": parts.learner.version,
         "reference": parts.reference.state_dict() if parts.reference is not None else None,
@@ -122,8 +124,12 @@ def loop_state(parts: RLComponents, sampler: TaskSampler, shuffle: torch.Generat
     }
 
 
-def restore_loop_state(state: dict, parts: RLComponents, sampler: TaskSampler, shuffle: torch.Generator, cfg: Config) -> RLResult:
+def restore_loop_state(
+    state: dict, parts: RLComponents, sampler: TaskSampler, shuffle: torch.Generator, cfg: Config, entropy_control=None
+) -> RLResult:
     """Put back what `loop_state` saved; where the config was changed (--force), the config wins."""
+    if entropy_control is not None and state.get("entropy_control") is not None:
+        entropy_control.load_state_dict(state["entropy_control"])
     load_optimizer_state(parts.learner.optimizer, state["optimizer"])
     parts.learner.version = state["learner_version"]
     if parts.reference is not None:
@@ -167,7 +173,8 @@ def run_rl(
     estimator = get_estimator(algo.advantage)
     params = sampling_params(cfg, parts.env.stop_token_ids)
     max_episode_tokens = episode_token_budget(cfg, parts.learner.model)
-    loss_fn = make_policy_objective(algo)
+    entropy_control = adaptive_entropy_coef(algo)  # trainer state (algo.adaptive_entropy), saved with the loop's
+    loss_fn = make_policy_objective(algo, entropy_control)
     reward_weights = {c.name: c.weight for c in cfg.reward.components}
     # Uniform, or PCL / DUMP with the prompt-value model (prompt_value section; reinforge.values).
     sampler = make_task_sampler(tasks.train, cfg.trainer.seed, cfg.prompt_value, parts.learner.model, parts.env)
@@ -202,7 +209,7 @@ def run_rl(
 
     first_step = 1
     if resume_state is not None:
-        result = restore_loop_state(resume_state, parts, sampler, shuffle, cfg)
+        result = restore_loop_state(resume_state, parts, sampler, shuffle, cfg, entropy_control)
         first_step = resume_state["step"] + 1
     parts.engine.sync_weights(parts.learner.version)
     schedule = make_schedule(  # sync, or async with bounded staleness (trainer.schedule)
@@ -217,7 +224,7 @@ def run_rl(
     def save(step: int) -> Path:
         schedule_state = schedule.state_dict()  # first: an async schedule drains, moving the sampler on
         state = {
-            **loop_state(parts, sampler, shuffle, result), **parts.checkpoint_extras, "schedule": schedule_state,
+            **loop_state(parts, sampler, shuffle, result, entropy_control), **parts.checkpoint_extras, "schedule": schedule_state,
             "reward_spec": reward_spec(cfg.reward.components),  # which rewards filled the cache, for a resume
         }
         return ckpt.save_checkpoint(run_dir, step, parts.learner.model, parts.env.tokenizer, state, cfg.trainer.keep_checkpoints)
@@ -251,12 +258,18 @@ def run_rl(
             if isinstance(sampler, CurriculumSampler):  # every group's outcome trains the value model (before the update)
                 abs_advantages = group_abs_advantages(trained, batch.advantages, batch.loss_mask) if trained else None
                 value_metrics = sampler.observe(trajectories, abs_advantages)
+            if trained and algo.pf_ppo is not None:  # the update trains on rows re-drawn by reward
+                batch, pf_metrics = pf_ppo_batch(batch, trained, algo, shuffle)
+                prepare_metrics.update(pf_metrics)
             t1 = time.perf_counter()
             for _ in range(algo.epochs if trained else 0):  # nothing left to train on: no update this step
                 order = torch.randperm(len(batch), generator=shuffle)
                 for rows in order.chunk(algo.mini_batches):
                     mini = batch.select(rows)
                     update_metrics = parts.learner.train_step(mini, loss_fn)
+                    if entropy_control is not None:  # an optimizer step ended: the coefficient moves
+                        entropy_control.end_step()
+                        update_metrics["entropy_coef"] = entropy_control.coef
                     if parts.critic is not None:
                         update_metrics.update(parts.critic.train_step(mini, mini.returns, mini.old_values))
             schedule.publish(step, parts.learner)

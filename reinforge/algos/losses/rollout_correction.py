@@ -13,6 +13,13 @@ whole loss. The token level is reinforge.algos.losses.importance. The sequence r
 unbiased correction of a sample's probability under the learner vs the engine (verl's
 `rollout_is: sequence`, "Seq-TIS"), with a variance that grows with the length; the geometric mean
 is length-normalized and stays near 1 (only for masking in verl, a weight here too).
+A lower clip `algo.tis_floor` = F makes it w = clip(r, F, C) at every level.
+
+Normalization (`algo.tis_normalize`): w <- w / mean(w), the mean over the batch's sampled tokens
+(token level) or over its samples with a sampled token (sequence, geometric: each sample's one
+weight), so the weights only re-distribute the batch's gradient and do not scale it; verl's
+`rollout_is_batch_normalize` (compute_rollout_correction_weights: truncate, detach, then divide
+by the mean when it is above 1e-8). Metric tis_norm_factor (the mean divided by).
 
 Masking (`algo.rollout_mask`, band [low, high] = `algo.rollout_mask_low`, `algo.rollout_mask_high`):
 a token (level token) or a whole sample (sequence, geometric) whose ratio r is outside [low, high]
@@ -71,23 +78,49 @@ def rollout_is_weights(
     mask: torch.Tensor,
     cap: float,
     level: str = "token",
+    floor: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """w = min(r, cap) at `level` on sampled tokens, 0 elsewhere, detached, in the dtype of the
-    log-probs; metrics tis_weight_mean, tis_capped_frac."""
+    """w = clip(r, floor, cap) at `level` on sampled tokens (no lower clip when floor is None), 0
+    elsewhere, detached, in the dtype of the log-probs; metrics tis_weight_mean, tis_capped_frac
+    (and tis_floored_frac with a floor)."""
     if level == "token":
-        return truncated_is_weights(proximal_logprobs, behaviour_logprobs, mask, cap)
+        return truncated_is_weights(proximal_logprobs, behaviour_logprobs, mask, cap, floor)
     if cap <= 0:
         raise ValueError(f"cap must be > 0, got {cap}")
+    if floor is not None and not 0 < floor <= cap:
+        raise ValueError(f"floor must be in (0, cap={cap}], got {floor}")
     mask = mask.bool()
     log_r = log_ratios(proximal_logprobs, behaviour_logprobs, mask, level)
     log_cap = math.log(cap)
-    weights = torch.where(mask, torch.exp(log_r.clamp(max=log_cap)), 0.0).to(proximal_logprobs.dtype)
+    log_floor = None if floor is None else math.log(floor)
+    weights = torch.where(mask, torch.exp(log_r.clamp(min=log_floor, max=log_cap)), 0.0).to(proximal_logprobs.dtype)
     count = int(mask.sum())
     metrics = {
         "tis_weight_mean": weights.double().sum().item() / count if count else 0.0,
         "tis_capped_frac": (mask & (log_r > log_cap)).sum().item() / count if count else 0.0,
     }
+    if log_floor is not None:
+        metrics["tis_floored_frac"] = (mask & (log_r < log_floor)).sum().item() / count if count else 0.0
     return weights, metrics
+
+
+def normalize_is_weights(weights: torch.Tensor, mask: torch.Tensor, level: str = "token") -> tuple[torch.Tensor, dict[str, float]]:
+    """Weights divided by their mean: over sampled tokens (token level) or over samples with a
+    sampled token (sequence, geometric); left as they are when that mean is <= 1e-8 (verl)."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown rollout correction level {level!r}; valid: {', '.join(LEVELS)}")
+    mask = mask.bool()
+    with torch.no_grad():
+        w = torch.where(mask, weights.detach().double(), 0.0)
+        if level == "token":
+            mean = w.sum() / mask.sum().clamp(min=1)
+        else:
+            live = mask.any(-1)
+            per_sample = w.sum(-1) / mask.sum(-1).clamp(min=1)  # one weight per sample, on each of its tokens
+            mean = per_sample[live].sum() / live.sum().clamp(min=1)
+    if mean.item() <= 1e-8:
+        return weights, {"tis_norm_factor": 1.0}
+    return (weights / mean.to(weights.dtype)).detach(), {"tis_norm_factor": mean.item()}
 
 
 def rollout_rejection_mask(
