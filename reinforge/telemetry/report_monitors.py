@@ -46,7 +46,7 @@ def monitor_summary(rows: list[dict]) -> str:
     names = detector_names(rows)
     if not names:
         return "not run"
-    fired = [f"{name} at steps {spans(steps)}" for name in names if (steps := fired_steps(rows, name))]
+    fired = [f"{name} at step{'s' if len(steps) > 1 else ''} {spans(steps)}" for name in names if (steps := fired_steps(rows, name))]
     stop = stop_step(rows)
     said = "; ".join(fired) if fired else f"none fired ({len(names)} watched)"
     return said + (f"; the run stopped at step {stop} (monitor.action=stop)" if stop is not None else "")
