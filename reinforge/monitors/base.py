@@ -61,7 +61,8 @@ def spike(values: list[float], window: int, max_value: float, spike_factor: floa
     if len(earlier) < window or latest <= min_value:
         return False, ""
     median = statistics.median(earlier)
-    if latest > spike_factor * median:
-        times = f"{latest / median:.3g}x" if median > 0 else "up from 0,"
-        return True, f"{times} its median {median:.3g} over the previous {window} steps (threshold {spike_factor:g}x, above the floor {min_value:g})"
-    return False, ""
+    if latest <= spike_factor * median:
+        return False, ""
+    if median == 0:
+        return True, f"up from a median of 0 over the previous {window} steps (above the floor {min_value:g})"
+    return True, f"{latest / median:.3g}x its median {median:.3g} over the previous {window} steps (threshold {spike_factor:g}x, above the floor {min_value:g})"

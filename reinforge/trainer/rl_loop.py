@@ -9,6 +9,9 @@ not know which estimator or loss it runs: they come by name from the config.
 Which weights sample a step's batch, and when, is the schedule's business
 (`reinforge.trainer.rollout_schedule`): sync as above, or async, where a producer thread samples
 later steps with weights up to `trainer.max_staleness` versions old while the learner trains.
+
+After each step (and its evaluation) the training-health monitors read the run's metric history
+(`reinforge.trainer.health`): logged as monitor/*, and monitor.action may checkpoint or end the run.
 """
 
 from __future__ import annotations

@@ -72,6 +72,8 @@ def test_clip_spike() -> None:
     assert not read(clip_spike, steps(11, clip_frac=[0.02] * 10 + [0.05])).fired
     assert not read(clip_spike, steps(11, clip_frac=[0.0] * 10 + [0.05])).fired
     assert read(clip_spike, steps(11, clip_frac=[0.0] * 10 + [0.35])).fired
+    from_zero = read(clip_spike, steps(11, clip_frac=[0.0] * 10 + [0.2]))  # 0.2 > the floor, > 3 x 0
+    assert from_zero.fired and "up from a median of 0" in from_zero.message
 
 
 def test_response_length_running_away_and_collapsing() -> None:
