@@ -11,6 +11,11 @@ from reinforge.config import ConfigError, dump_config, load_config
 from reinforge.config_resume import resume_config
 from reinforge.run.run_errors import CheckpointError, RunInterrupted
 
+# `reinforge train` ended early because a training-health monitor fired with monitor.action=stop
+# (the run is complete: evaluated, checkpointed, final/ saved); 2 is a config or checkpoint error,
+# 128 + N a signal.
+MONITOR_STOP_STATUS = 3
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="reinforge", description="RL post-training for language models.")
@@ -223,7 +228,14 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.command == "train":
             checkpoint = Path(args.checkpoint) if args.checkpoint else None
-            run_training(cfg, resume=bool(args.resume), checkpoint=checkpoint)
+            outcome = run_training(cfg, resume=bool(args.resume), checkpoint=checkpoint)
+            if outcome.rl.stop_reason is not None:
+                print(
+                    f"reinforge: stopped early: {outcome.rl.stop_reason}; the run is saved (final/ and a checkpoint in "
+                    f"{outcome.run_dir}); to go on regardless: `reinforge train --resume {outcome.run_dir} --force monitor.action=warn`",
+                    file=sys.stderr,
+                )
+                return MONITOR_STOP_STATUS
         else:
             run_sft_stage(cfg)
     except ConfigError as err:

@@ -124,9 +124,14 @@ def render_table(model: type[BaseModel], prefix: str) -> list[str]:
         optional = _optional_section_model(field.annotation)
         if optional is not None:
             nested.append((optional, key))
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):  # a sub-section (monitor.<detector>)
+            nested.append((field.annotation, key + "."))
     for item, item_prefix in nested:
         if item_prefix.endswith("[]"):
             lines += ["", f"Each item of `{item_prefix.removesuffix('[]')}`:", ""]
+        elif item_prefix.endswith("."):
+            item_prefix = item_prefix.removesuffix(".")
+            lines += ["", f"`{item_prefix}`:", ""]
         else:
             lines += ["", f"`{item_prefix}`, when set (null leaves it off; set a mapping, or any one key below to take the others' defaults):", ""]
         lines += render_table(item, item_prefix)

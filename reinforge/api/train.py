@@ -40,6 +40,7 @@ class TrainResult:
     steps: list[dict]
     evals: list[dict]
     seconds: dict[str, float]
+    stop_reason: str | None = None  # set when a training-health monitor ended the run early (monitor.action=stop)
 
     @property
     def final_model(self) -> Path:
@@ -136,5 +137,6 @@ def train(
         outcome = run_training(cfg, resume=resume is not None, checkpoint=None if checkpoint is None else Path(checkpoint))
     rl = outcome.rl
     return TrainResult(
-        outcome.run_dir, cfg, outcome.accuracy_before, outcome.accuracy_after, rl.rewards, rl.steps, rl.evals, rl.seconds
+        outcome.run_dir, cfg, outcome.accuracy_before, outcome.accuracy_after, rl.rewards, rl.steps, rl.evals, rl.seconds,
+        rl.stop_reason,
     )

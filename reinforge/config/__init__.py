@@ -35,6 +35,7 @@ from reinforge.config.schema import (
     ProgressConfig,
     Config,
 )
+from reinforge.config.monitor_schema import MonitorConfig
 
 __all__ = [
     "load_yaml_file",
@@ -67,4 +68,5 @@ __all__ = [
     "SuccessHeadConfig",
     "ProgressConfig",
     "Config",
+    "MonitorConfig",
 ]

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from reinforge.config.monitor_schema import MonitorConfig
+
 
 class ConfigError(ValueError):
     """A config that cannot run; the message names the key and the fix."""
@@ -569,6 +571,7 @@ class Config(Section):
     workers: WorkersConfig = Field(default_factory=WorkersConfig, description="Rollout and reward workers on Ray (scaling out).")
     success_head: SuccessHeadConfig = Field(default_factory=SuccessHeadConfig, description="Success prediction from partial responses: rollout pruning and value-guided voting (ARRoL).")
     progress: ProgressConfig = Field(default_factory=ProgressConfig, description="Per-turn progress rewards for multi-turn agents (SPA-RL).")
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="Training-health monitors: entropy collapse, KL and log-prob-gap blow-up, clip spikes, response length, reward and format hacking, mode collapse, zero-variance groups (docs/running.md, 'Training-health monitors').")
 
     @field_validator("reward")
     @classmethod

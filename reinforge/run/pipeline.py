@@ -331,6 +331,8 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
         *run_time_rows(sft_seconds, result.seconds),
         ("run directory", str(run_dir)),
     ]
+    if result.stop_reason is not None:  # monitor.action=stop: the run ended before trainer.steps
+        rows.insert(0, ("stopped early", f"{result.stop_reason}, of {cfg.trainer.steps} steps"))
     print_summary(rows, title="reinforge train")
     return TrainOutcome(run_dir, before["accuracy"], after["accuracy"], result)
 

@@ -18,6 +18,7 @@ from reinforge.models.loading import ModelLoadError, check_causal_lm_dir
 from reinforge.models.model_source import resolve_model_path
 from reinforge.models import lora
 from reinforge.models.tiny_llama import PRESETS, tiny_llama_skeleton
+from reinforge.monitors.config_check import check_monitor_config
 from reinforge.rewards.builtin import build_component
 from reinforge.tasks.registry import check_task_config
 from reinforge.values.config_check import check_prompt_value
@@ -26,6 +27,7 @@ from reinforge.values.value_heads_check import check_value_heads
 from reinforge.run.memory_check import check_memory_fit, prompt_lower_bound
 from reinforge.run.advantage_options_check import check_advantage_options
 from reinforge.run.selection_check import check_selection
+from reinforge.run.multi_policy import is_multi_policy
 from reinforge.run.task_fit import check_jsonl_texts, check_prompt_lengths  # noqa: F401 - check_prompt_lengths re-exported
 
 
@@ -51,6 +53,7 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
     check_schedule(cfg)
     check_value_heads(cfg)
     check_device(cfg)
+    check_monitor_config(cfg, is_multi_policy(cfg))
     for warning in engine_gap_warnings(cfg):
         print(f"reinforge: warning: {warning}", file=sys.stderr)
     samples = cfg.rollout.prompts_per_step * cfg.rollout.group_size

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from reinforge.telemetry.jsonl_sink import read_jsonl_metrics
+from reinforge.telemetry.report_monitors import monitor_charts, monitor_summary
 from reinforge.telemetry.report_plots import line_chart, reliability_chart, time_chart
 from reinforge.telemetry.summary import logged_sft_seconds, run_time_rows
 from reinforge.telemetry.reward_failures import describe_reward_failures, reward_failure_totals
@@ -108,6 +109,7 @@ def plots(rows: list[dict]) -> list[str]:
             "batch pass rate as a constant": series(rows, "rl", "value/brier_constant"),
         }, "Brier score", "brier"),
         reliability_chart(reliability_points(rows), "reliability"),
+        *monitor_charts(rows),  # training-health monitors: when each fired, and what it watched
     ]
     return [c for c in charts if c is not None]
 
@@ -141,6 +143,7 @@ def header(run_dir: Path, rows: list[dict], config: dict[str, Any]) -> str:
         ("time in RL steps and evaluation", f"{sum(phases.values()):.1f} s"),
         *[(f"time: {phase}", spent) for phase, spent in times],
         ("reward failures", describe_reward_failures(reward_failure_totals(last_row_per_step(rows, "rl")))),
+        ("training-health monitors", monitor_summary(rows)),
     ]
     final = f"{acc[-1][1]:.3f}" if acc else "—"
     cells = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in facts)

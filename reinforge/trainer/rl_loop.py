@@ -9,6 +9,9 @@ not know which estimator or loss it runs: they come by name from the config.
 Which weights sample a step's batch, and when, is the schedule's business
 (`reinforge.trainer.rollout_schedule`): sync as above, or async, where a producer thread samples
 later steps with weights up to `trainer.max_staleness` versions old while the learner trains.
+
+After each step (and its evaluation) the training-health monitors read the run's metric history
+(`reinforge.trainer.health`): logged as monitor/*, and monitor.action may checkpoint or end the run.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from reinforge.telemetry import MetricsLogger, ProgressDisplay
 from reinforge.run import checkpoint as ckpt
 from reinforge.trainer.agent_failures import drop_failed_episodes
 from reinforge.trainer.eval_progress import EvalCounter, eval_episode_total
+from reinforge.trainer.group_diversity import group_diversity_metrics
+from reinforge.trainer.health import STAGE as HEALTH_STAGE, HealthMonitor, announce
 from reinforge.trainer.advantage_step import has_active_dropout, prepare_batch
 from reinforge.run.resume_changes import load_optimizer_state, reward_spec, scorer_state_for
 from reinforge.trainer.reward_failures import drop_failed_samples
@@ -71,6 +76,7 @@ class RLResult:
     evals: list[dict] = field(default_factory=list)  # {"step": s, **eval metrics}
     steps: list[dict] = field(default_factory=list)  # every step's metrics
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
+    stop_reason: str | None = None  # a training-health monitor ended the run early (monitor.action=stop)
 
 
 def episode_token_budget(cfg: Config, model) -> int | None:
@@ -183,6 +189,7 @@ def run_rl(
     pad = parts.env.tokenizer.pad_token_id
     shuffle = torch.Generator().manual_seed(cfg.trainer.seed)
     heads = build_value_heads(cfg, parts.learner.model)  # success head / turn progress (None when off)
+    health = HealthMonitor(cfg)  # training-health detectors (monitor section; reinforge.monitors)
 
     def run_eval(step: int, progress: ProgressDisplay) -> dict[str, float]:
         start = time.perf_counter()
@@ -286,6 +293,7 @@ def run_rl(
                 **collected.reward_metrics, **drop_metrics, **env_metrics, **prepare_metrics, **update_metrics, **staleness,
                 **scheduled.metrics, **value_metrics,
                 **step_metrics(trajectories, collected.rollout_seconds, phases, tools=hasattr(parts.env, "registry")),
+                **group_diversity_metrics(trajectories),
                 "policy_version": float(parts.learner.version),
             }
             if step == first_step and (warning := measured_gap_warning(metrics, algo.tis_cap)) is not None:
@@ -299,12 +307,24 @@ def run_rl(
                 for trajectory in trajectories[: cfg.rollout.group_size]:
                     prompt = collected.tasks[trajectory.task_id].prompt
                     samples_file.write(json.dumps(trajectory_record(step, trajectory, prompt)) + "\n")
-            if step % cfg.eval.every == 0 or step == cfg.trainer.steps:
+            evaluated = step % cfg.eval.every == 0 or step == cfg.trainer.steps
+            if evaluated:
+                metrics = {**metrics, **run_eval(step, progress)}
+            # After the evaluation (reward hacking reads it), before any checkpoint (which saves the readings).
+            verdict = health.check(result.steps, result.evals)
+            if verdict.metrics:
+                result.steps[-1].update(verdict.metrics)
+                logger.log(step, verdict.metrics, stage=HEALTH_STAGE)
+            announce(step, verdict)
+            if verdict.action == "stop" and not evaluated:  # the run ends here: its final evaluation
                 metrics = {**metrics, **run_eval(step, progress)}
             progress.update(step, metrics)
             samples_file.flush()  # before any checkpoint records the file's length
             if stop.requested is not None:
                 raise RunInterrupted(stop.requested, step, str(save(step)))  # always: a stop must be resumable
-            if every and (step % every == 0 or step == cfg.trainer.steps):
+            if verdict.action in ("checkpoint", "stop") or (every and (step % every == 0 or step == cfg.trainer.steps)):
                 save(step)
+            if verdict.action == "stop":
+                result.stop_reason = verdict.stop_reason(step)
+                break
     return result
