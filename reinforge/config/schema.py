@@ -211,7 +211,7 @@ class AlgoConfig(Section):
         None, description="A named preset of the keys below (reinforge.algos.methods), e.g. dr_grpo, dapo, gspo, ppo; keys set explicitly win."
     )
     advantage: str = Field("grpo", description="Advantage estimator (reinforge.algos.advantages): grpo, dr_grpo, dr_mas (per agent, for games), rloo, reinforce_pp, reinforce_pp_baseline, gdpo, pass_at_k, gae, v05_prior (the group mean shrunk toward the prompt-value model's prediction; prompt_value.enabled), or your own by import path.")
-    policy_loss: str = Field("ppo_clip", description="Policy loss (reinforge.algos.losses): ppo_clip, gspo, cispo, reinforce, or your own by import path.")
+    policy_loss: str = Field("ppo_clip", description="Policy loss (reinforge.algos.losses): ppo_clip, gspo, cispo, reinforce, sapo (smooth gate), gmpo (geometric mean; clip_eps / clip_eps_high bound the log-ratio), clip_cov, kl_cov, luspo, vespo, rloo_seq (TRL RLOO's full-sequence ratio), or your own by import path.")
     loss_agg: str = Field("token_mean", description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum, constant (Dr. GRPO).")
     lr: float = Field(1e-4, gt=0, description="Policy learning rate (AdamW).")
     lr_warmup_steps: int = Field(
@@ -292,6 +292,23 @@ class AlgoConfig(Section):
         "auto",
         description="Kernels of the packed forward (pack_sequences): native = its attention, RMSNorm and SwiGLU in C, forward and backward (the attention reads the packed tokens where they are), compiled on first use with the machine's C compiler (reinforge.learner.packed_kernels); torch = torch's ops (SDPA on the padded layout, the model's own modules); auto = native on CPU float32 with one torch thread when a compiler is there, else torch. See the docs/benchmarks.md.",
     )
+    sapo_tau_pos: float = Field(
+        1.0, gt=0, description="policy_loss=sapo: temperature of the smooth gate (4/tau) sigmoid(tau (r - 1)) for tokens with A > 0 (Gao et al. 2025: 1.0); larger fades off-policy tokens faster."
+    )
+    sapo_tau_neg: float = Field(1.05, gt=0, description="policy_loss=sapo: gate temperature for tokens with A <= 0 (the paper's 1.05).")
+    clip_cov_ratio: float = Field(
+        2e-4, gt=0, le=1, description="policy_loss=clip_cov: share of a micro-batch's sampled tokens (at least one) whose gradient is cut, drawn among those with covariance in [clip_cov_lb, clip_cov_ub] (Cui et al. 2025: 2e-4)."
+    )
+    clip_cov_lb: float = Field(1.0, description="policy_loss=clip_cov: lower end of the covariance band (A - mean A)(logp - mean logp) of the tokens it may cut.")
+    clip_cov_ub: float = Field(5.0, description="policy_loss=clip_cov: upper end of that covariance band (above clip_cov_lb).")
+    kl_cov_ratio: float = Field(
+        2e-4, gt=0, le=1, description="policy_loss=kl_cov: share of a micro-batch's sampled tokens (at least one), those of largest covariance, that pay kl_cov_coef * |logp - logp_old| (Cui et al. 2025: 2e-3 for 7B, 2e-4 for 32B)."
+    )
+    kl_cov_coef: float = Field(1.0, ge=0, description="policy_loss=kl_cov: coefficient of the |log-ratio| penalty on the selected tokens (the paper's 1).")
+    vespo_k_pos: float = Field(2.0, ge=0, description="policy_loss=vespo: power k of the gamma weight phi(w) = e^lambda w^k e^(-lambda w) on the sequence ratio w, for A >= 0 (TRL's 2).")
+    vespo_lambda_pos: float = Field(3.0, gt=0, description="policy_loss=vespo: decay lambda of phi(w) for A >= 0 (TRL's 3).")
+    vespo_k_neg: float = Field(3.0, ge=0, description="policy_loss=vespo: power k of phi(w) for A < 0 (TRL's 3).")
+    vespo_lambda_neg: float = Field(2.0, gt=0, description="policy_loss=vespo: decay lambda of phi(w) for A < 0 (TRL's 2).")
 
 
 class CriticConfig(Section):

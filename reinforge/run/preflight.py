@@ -172,6 +172,8 @@ def check_algorithm(cfg: Config) -> None:
         raise ConfigError("algo.kl_in_reward=true has no effect with algo.kl_coef=0; set a KL coefficient")
     if algo.ref_reset_every and not (algo.kl_coef > 0 or algo.ace_alpha > 0):
         raise ConfigError("algo.ref_reset_every needs a reference model, which only algo.kl_coef > 0 or algo.ace_alpha > 0 loads")
+    if algo.clip_cov_lb >= algo.clip_cov_ub:
+        raise ConfigError(f"algo.clip_cov_lb ({algo.clip_cov_lb}) must be below algo.clip_cov_ub ({algo.clip_cov_ub}): they bound the covariance band clip_cov draws from")
 
 
 def check_lora(cfg: Config, model_config: dict | None) -> None:

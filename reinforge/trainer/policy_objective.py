@@ -49,6 +49,19 @@ def policy_loss_params(algo: AlgoConfig, tis_weights: torch.Tensor | None = None
         gspo_eps_high=high,
         cispo_eps_high=algo.clip_eps_high if algo.clip_eps_high is not None else CISPO_DEFAULT_EPS_HIGH,
         tis_weights=tis_weights,
+        sapo_tau_pos=algo.sapo_tau_pos,
+        sapo_tau_neg=algo.sapo_tau_neg,
+        gmpo_eps_low=algo.clip_eps,
+        gmpo_eps_high=high,
+        clip_cov_ratio=algo.clip_cov_ratio,
+        clip_cov_lb=algo.clip_cov_lb,
+        clip_cov_ub=algo.clip_cov_ub,
+        kl_cov_ratio=algo.kl_cov_ratio,
+        kl_cov_coef=algo.kl_cov_coef,
+        vespo_k_pos=algo.vespo_k_pos,
+        vespo_lambda_pos=algo.vespo_lambda_pos,
+        vespo_k_neg=algo.vespo_k_neg,
+        vespo_lambda_neg=algo.vespo_lambda_neg,
     )
 
 

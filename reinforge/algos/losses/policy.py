@@ -8,6 +8,8 @@ to a scalar by `aggregation.aggregate`. Formulas and papers are in each loss's o
     gspo       gspo.py        sequence-level ratio and clip (needs seq_mean_token_mean)
     cispo      cispo.py       REINFORCE with a clipped, detached IS weight
     reinforce  reinforce.py   plain on-policy REINFORCE
+    sapo       sapo.py        SAPO: a smooth sigmoid gate on the token ratio instead of the clip
+    gmpo       gmpo.py        GMPO: geometric mean of log-clipped token ratios (needs seq_mean_token_mean)
 
 With `params.tis_weights` (importance.truncated_is_weights) every loss multiplies its per-token
 term by those weights.
@@ -22,6 +24,8 @@ from reinforge.algos.losses.gspo import gspo
 from reinforge.algos.losses.policy_common import PolicyLoss, PolicyLossParams
 from reinforge.algos.losses.ppo_clip import ppo_clip
 from reinforge.algos.losses.reinforce import reinforce
+from reinforge.algos.losses.sapo import sapo
+from reinforge.algos.losses.gmpo import gmpo
 from reinforge.import_paths import check_call, is_import_path, load_object
 
 __all__ = ["POLICY_LOSSES", "REQUIRED_AGGREGATION", "PolicyLoss", "PolicyLossParams", "get_policy_loss"]
@@ -31,10 +35,12 @@ POLICY_LOSSES: dict[str, PolicyLoss] = {
     "gspo": gspo,
     "cispo": cispo,
     "reinforce": reinforce,
+    "sapo": sapo,
+    "gmpo": gmpo,
 }
 
 # Losses that are only defined under one aggregation (validated against the config before compute).
-REQUIRED_AGGREGATION: dict[str, str] = {"gspo": "seq_mean_token_mean"}
+REQUIRED_AGGREGATION: dict[str, str] = {"gspo": "seq_mean_token_mean", "gmpo": "seq_mean_token_mean"}
 
 
 LOSS_CONTRACT = (
