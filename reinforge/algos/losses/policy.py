@@ -10,6 +10,8 @@ to a scalar by `aggregation.aggregate`. Formulas and papers are in each loss's o
     reinforce  reinforce.py   plain on-policy REINFORCE
     sapo       sapo.py        SAPO: a smooth sigmoid gate on the token ratio instead of the clip
     gmpo       gmpo.py        GMPO: geometric mean of log-clipped token ratios (needs seq_mean_token_mean)
+    clip_cov   clip_cov.py    Clip-Cov: PPO clip, gradient cut on a few high-covariance tokens
+    kl_cov     kl_cov.py      KL-Cov: |log-ratio| penalty on the highest-covariance tokens
 
 With `params.tis_weights` (importance.truncated_is_weights) every loss multiplies its per-token
 term by those weights.
@@ -26,6 +28,8 @@ from reinforge.algos.losses.ppo_clip import ppo_clip
 from reinforge.algos.losses.reinforce import reinforce
 from reinforge.algos.losses.sapo import sapo
 from reinforge.algos.losses.gmpo import gmpo
+from reinforge.algos.losses.clip_cov import clip_cov
+from reinforge.algos.losses.kl_cov import kl_cov
 from reinforge.import_paths import check_call, is_import_path, load_object
 
 __all__ = ["POLICY_LOSSES", "REQUIRED_AGGREGATION", "PolicyLoss", "PolicyLossParams", "get_policy_loss"]
@@ -37,6 +41,8 @@ POLICY_LOSSES: dict[str, PolicyLoss] = {
     "reinforce": reinforce,
     "sapo": sapo,
     "gmpo": gmpo,
+    "clip_cov": clip_cov,
+    "kl_cov": kl_cov,
 }
 
 # Losses that are only defined under one aggregation (validated against the config before compute).
