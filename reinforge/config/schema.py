@@ -222,7 +222,10 @@ class AlgoConfig(Section):
     clip_eps_high: float | None = Field(None, gt=0, description="Upper clip range (DAPO clip-higher, e.g. 0.28); default clip_eps.")
     dual_clip_c: float | None = Field(None, gt=1, description="Dual-clip bound c for negative advantages (e.g. 3.0); None disables.")
     kl_coef: float = Field(0.0, ge=0, description="Weight of the KL to a frozen reference; 0 loads no reference.")
-    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator (Schulman 2020).")
+    kl_estimator: Literal["k1", "k2", "k3", "abs", "low_var_kl", "k1+", "k3+", "low_var_kl+"] = Field(
+        "k3",
+        description="KL estimator (Schulman 2020; reinforge.algos.losses.kl): k1, k2, k3; verl's abs (|log-ratio|), low_var_kl (k3 clamped to [-10, 10]), and k1+ / k3+ / low_var_kl+ (that estimator's value with k2's gradient, straight-through: the unbiased gradient of KL).",
+    )
     kl_in_reward: bool = Field(False, description="Subtract the KL from the reward instead of adding it to the loss.")
     ref_reset_every: int | None = Field(None, gt=0, description="Reset the reference to the current policy every N steps (ProRL).")
     entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (entropy is logged every step either way).")
