@@ -312,6 +312,22 @@ class AlgoConfig(Section):
     vespo_lambda_pos: float = Field(3.0, gt=0, description="policy_loss=vespo: decay lambda of phi(w) for A >= 0 (TRL's 3).")
     vespo_k_neg: float = Field(3.0, ge=0, description="policy_loss=vespo: power k of phi(w) for A < 0 (TRL's 3).")
     vespo_lambda_neg: float = Field(2.0, gt=0, description="policy_loss=vespo: decay lambda of phi(w) for A < 0 (TRL's 2).")
+    kl_bias_correction: bool = Field(
+        False,
+        description="The KL term in the loss times the token's importance ratio pi_theta / pi_old (differentiable): the unbiased gradient of KL(pi_theta || pi_ref) from samples of pi_old (DeepSeek-V3.2; TRL's use_bias_correction_kl, on by default there). Needs the KL in the loss (kl_coef > 0, kl_in_reward false).",
+    )
+    kl_ctrl: Literal["fixed", "adaptive"] = Field(
+        "fixed",
+        description="KL coefficient: fixed (kl_coef throughout) or adaptive (verl's AdaptiveKLController, Ziegler et al. 2019: starts at kl_coef and after each step is multiplied by 1 + clip(KL / kl_target - 1, -0.2, 0.2) * batch size / kl_horizon; logged as kl_coef, saved in checkpoints).",
+    )
+    kl_target: float = Field(0.1, gt=0, description="kl_ctrl=adaptive: the KL to the reference (per token, the sampling policy's) the coefficient steers toward (verl's 0.1).")
+    kl_horizon: int = Field(10000, gt=0, description="kl_ctrl=adaptive: samples over which the coefficient moves by up to 20% (verl's 10000).")
+    ref_mixup_alpha: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="At every algo.ref_reset_every steps the reference becomes alpha * policy + (1 - alpha) * reference, weight by weight (TR-DPO's soft update; TRL's sync_ref_model with ref_model_mixup_alpha, e.g. 0.6); 1.0 is the hard reset.",
+    )
 
 
 class CriticConfig(Section):

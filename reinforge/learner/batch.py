@@ -30,6 +30,9 @@ class TrainingBatch:
     # into the update (reinforge.trainer.advantage_step): the loss takes its own detached
     # log-probs as the proximal ones and weighs them against these.
     behaviour_logprobs: torch.Tensor | None = None
+    # This step's KL coefficient when an adaptive controller sets it (algo.kl_ctrl): it travels with
+    # the batch to every learner, data-parallel followers included. None: algo.kl_coef.
+    kl_coef: float | None = None
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -52,6 +55,7 @@ class TrainingBatch:
             old_values=cut(self.old_values, width - 1),
             returns=cut(self.returns, width - 1),
             behaviour_logprobs=cut(self.behaviour_logprobs, width - 1),
+            kl_coef=self.kl_coef,
         )
 
     def to(self, device: torch.device) -> "TrainingBatch":
@@ -59,7 +63,7 @@ class TrainingBatch:
         built and scored on the CPU, and only the micro-batches a forward needs move to a GPU."""
         if self.input_ids.device == torch.device(device):
             return self
-        moved = {name: None if t is None else t.to(device, non_blocking=True) for name, t in vars(self).items()}
+        moved = {name: t.to(device, non_blocking=True) if isinstance(t, torch.Tensor) else t for name, t in vars(self).items()}
         return TrainingBatch(**moved)
 
     @property
