@@ -59,6 +59,28 @@ METHODS: dict[str, dict[str, Any]] = {
     # Zhang et al. 2025 (Policy Filtration for RLHF, PF-PPO, arXiv 2409.06957): PPO with a critic, each
     # batch re-sampled by reward; the weighting is verl's default for it (|R|^2).
     "pf_ppo": {"algo.advantage": "gae", "critic.enabled": True, "algo.lam": 0.95, "algo.pf_ppo": "pow", "algo.pf_ppo_pow": 2.0},
+    # Gao et al. 2025 (SAPO, arXiv:2511.20347): GRPO advantages, the smooth gate with the paper's
+    # temperatures 1.0 / 1.05, the sequence-mean of token means (verl's sapo example, TRL's sapo).
+    "sapo": {
+        "algo.advantage": "grpo", "algo.policy_loss": "sapo", "algo.loss_agg": "seq_mean_token_mean",
+        "algo.sapo_tau_pos": 1.0, "algo.sapo_tau_neg": 1.05,
+    },
+    # Zhao et al. 2025 (GMPO, arXiv:2507.20673): geometric mean of token ratios, log-ratios clipped to
+    # [-0.4, 0.4] (the authors' verl example: clip_ratio_low = clip_ratio_high = 0.4), no KL.
+    "gmpo": {"algo.advantage": "grpo", "algo.policy_loss": "gmpo", "algo.loss_agg": "seq_mean_token_mean", "algo.clip_eps": 0.4, "algo.clip_eps_high": 0.4},
+    # Cui et al. 2025 (The Entropy Mechanism of RL for Reasoning LMs, arXiv:2505.22617), the authors'
+    # recipe/dapo/7b_clip_cov.sh: DAPO's dynamic sampling and token-mean loss, PPO clip range 1 (ratios
+    # in [0, 2]: the covariance cut does the work), 2e-4 of the tokens cut from the band [1, 5], no KL.
+    "clip_cov": {
+        "algo.advantage": "grpo", "algo.policy_loss": "clip_cov", "algo.loss_agg": "token_mean", "algo.dynamic_sampling": True,
+        "algo.clip_eps": 1.0, "algo.clip_eps_high": 1.0, "algo.clip_cov_ratio": 2e-4, "algo.clip_cov_lb": 1.0, "algo.clip_cov_ub": 5.0,
+    },
+    # Same paper, recipe/dapo/7b_kl_cov.sh: k = 0.2% of the tokens (k_percent=0.2; the 32B recipe uses
+    # 0.02%), penalty coefficient 1, DAPO's dynamic sampling and token-mean loss, no KL to a reference.
+    "kl_cov": {
+        "algo.advantage": "grpo", "algo.policy_loss": "kl_cov", "algo.loss_agg": "token_mean", "algo.dynamic_sampling": True,
+        "algo.kl_cov_ratio": 2e-3, "algo.kl_cov_coef": 1.0,
+    },
 }
 
 

@@ -214,6 +214,8 @@ class AlgoConfig(Section):
     )
     advantage: str = Field("grpo", description="Advantage estimator (reinforge.algos.advantages): grpo, dr_grpo, dr_mas (per agent, for games), rloo, reinforce_pp, reinforce_pp_baseline, gdpo, pass_at_k, gae, v05_prior (the group mean shrunk toward the prompt-value model's prediction; prompt_value.enabled), reinforce (no baseline; algo.reinforce_reward), remax (baseline: a greedy rollout's reward, rolled out per prompt), opo (length-weighted group baseline), gpg, grpo_passk (only each group's best sample), optimal_token_baseline and optimal_token_baseline_multi_turn (per-token baseline; one extra learner forward), or your own by import path.")
     policy_loss: str = Field("ppo_clip", description="Policy loss (reinforge.algos.losses): ppo_clip, gspo, cispo, reinforce, or your own by import path.")
+    advantage: str = Field("grpo", description="Advantage estimator (reinforge.algos.advantages): grpo, dr_grpo, dr_mas (per agent, for games), rloo, reinforce_pp, reinforce_pp_baseline, gdpo, pass_at_k, gae, v05_prior (the group mean shrunk toward the prompt-value model's prediction; prompt_value.enabled), or your own by import path.")
+    policy_loss: str = Field("ppo_clip", description="Policy loss (reinforge.algos.losses): ppo_clip, gspo, cispo, reinforce, sapo (smooth gate), gmpo (geometric mean; clip_eps / clip_eps_high bound the log-ratio), clip_cov, kl_cov, luspo, vespo, rloo_seq (TRL RLOO's full-sequence ratio), or your own by import path.")
     loss_agg: str = Field("token_mean", description="Loss aggregation: token_mean, seq_mean_token_mean, seq_mean_token_sum, constant (Dr. GRPO).")
     lr: float = Field(1e-4, gt=0, description="Policy learning rate (AdamW).")
     lr_warmup_steps: int = Field(
@@ -224,7 +226,10 @@ class AlgoConfig(Section):
     clip_eps_high: float | None = Field(None, gt=0, description="Upper clip range (DAPO clip-higher, e.g. 0.28); default clip_eps.")
     dual_clip_c: float | None = Field(None, gt=1, description="Dual-clip bound c for negative advantages (e.g. 3.0); None disables.")
     kl_coef: float = Field(0.0, ge=0, description="Weight of the KL to a frozen reference; 0 loads no reference.")
-    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator (Schulman 2020).")
+    kl_estimator: Literal["k1", "k2", "k3", "abs", "low_var_kl", "k1+", "k3+", "low_var_kl+"] = Field(
+        "k3",
+        description="KL estimator (Schulman 2020; reinforge.algos.losses.kl): k1, k2, k3; verl's abs (|log-ratio|), low_var_kl (k3 clamped to [-10, 10]), and k1+ / k3+ / low_var_kl+ (that estimator's value with k2's gradient, straight-through: the unbiased gradient of KL).",
+    )
     kl_in_reward: bool = Field(False, description="Subtract the KL from the reward instead of adding it to the loss.")
     ref_reset_every: int | None = Field(None, gt=0, description="Reset the reference to the current policy every N steps (ProRL).")
     entropy_coef: float = Field(0.0, ge=0, description="Entropy bonus weight (entropy is logged every step either way).")
@@ -341,6 +346,39 @@ class AlgoConfig(Section):
     entropy_coef_delta: float = Field(0.005, gt=0, description="algo.adaptive_entropy: the step of the coefficient per optimizer step.")
     entropy_coef_min: float = Field(0.0, ge=0, description="algo.adaptive_entropy: lower bound of the coefficient.")
     entropy_coef_max: float = Field(1.0, ge=0, description="algo.adaptive_entropy: upper bound of the coefficient.")
+    sapo_tau_pos: float = Field(
+        1.0, gt=0, description="policy_loss=sapo: temperature of the smooth gate (4/tau) sigmoid(tau (r - 1)) for tokens with A > 0 (Gao et al. 2025: 1.0); larger fades off-policy tokens faster."
+    )
+    sapo_tau_neg: float = Field(1.05, gt=0, description="policy_loss=sapo: gate temperature for tokens with A <= 0 (the paper's 1.05).")
+    clip_cov_ratio: float = Field(
+        2e-4, gt=0, le=1, description="policy_loss=clip_cov: share of a micro-batch's sampled tokens (at least one) whose gradient is cut, drawn among those with covariance in [clip_cov_lb, clip_cov_ub] (Cui et al. 2025: 2e-4)."
+    )
+    clip_cov_lb: float = Field(1.0, description="policy_loss=clip_cov: lower end of the covariance band (A - mean A)(logp - mean logp) of the tokens it may cut.")
+    clip_cov_ub: float = Field(5.0, description="policy_loss=clip_cov: upper end of that covariance band (above clip_cov_lb).")
+    kl_cov_ratio: float = Field(
+        2e-4, gt=0, le=1, description="policy_loss=kl_cov: share of a micro-batch's sampled tokens (at least one), those of largest covariance, that pay kl_cov_coef * |logp - logp_old| (Cui et al. 2025: 2e-3 for 7B, 2e-4 for 32B)."
+    )
+    kl_cov_coef: float = Field(1.0, ge=0, description="policy_loss=kl_cov: coefficient of the |log-ratio| penalty on the selected tokens (the paper's 1).")
+    vespo_k_pos: float = Field(2.0, ge=0, description="policy_loss=vespo: power k of the gamma weight phi(w) = e^lambda w^k e^(-lambda w) on the sequence ratio w, for A >= 0 (TRL's 2).")
+    vespo_lambda_pos: float = Field(3.0, gt=0, description="policy_loss=vespo: decay lambda of phi(w) for A >= 0 (TRL's 3).")
+    vespo_k_neg: float = Field(3.0, ge=0, description="policy_loss=vespo: power k of phi(w) for A < 0 (TRL's 3).")
+    vespo_lambda_neg: float = Field(2.0, gt=0, description="policy_loss=vespo: decay lambda of phi(w) for A < 0 (TRL's 2).")
+    kl_bias_correction: bool = Field(
+        False,
+        description="The KL term in the loss times the token's importance ratio pi_theta / pi_old (differentiable): the unbiased gradient of KL(pi_theta || pi_ref) from samples of pi_old (DeepSeek-V3.2; TRL's use_bias_correction_kl, on by default there). Needs the KL in the loss (kl_coef > 0, kl_in_reward false).",
+    )
+    kl_ctrl: Literal["fixed", "adaptive"] = Field(
+        "fixed",
+        description="KL coefficient: fixed (kl_coef throughout) or adaptive (verl's AdaptiveKLController, Ziegler et al. 2019: starts at kl_coef and after each step is multiplied by 1 + clip(KL / kl_target - 1, -0.2, 0.2) * batch size / kl_horizon; logged as kl_coef, saved in checkpoints).",
+    )
+    kl_target: float = Field(0.1, gt=0, description="kl_ctrl=adaptive: the KL to the reference (per token, the sampling policy's) the coefficient steers toward (verl's 0.1).")
+    kl_horizon: int = Field(10000, gt=0, description="kl_ctrl=adaptive: samples over which the coefficient moves by up to 20% (verl's 10000).")
+    ref_mixup_alpha: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="At every algo.ref_reset_every steps the reference becomes alpha * policy + (1 - alpha) * reference, weight by weight (TR-DPO's soft update; TRL's sync_ref_model with ref_model_mixup_alpha, e.g. 0.6); 1.0 is the hard reset.",
+    )
 
 
 class CriticConfig(Section):

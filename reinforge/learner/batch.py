@@ -33,6 +33,9 @@ class TrainingBatch:
     # [N, T-1] the engine's log-probs when `old_logprobs` were replaced by the proximal ones (decoupled
     # PPO without the fold) and off-policy sequence masking needs them (algo.off_policy_mask_threshold).
     engine_logprobs: torch.Tensor | None = None
+    # This step's KL coefficient when an adaptive controller sets it (algo.kl_ctrl): it travels with
+    # the batch to every learner, data-parallel followers included. None: algo.kl_coef.
+    kl_coef: float | None = None
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -56,6 +59,7 @@ class TrainingBatch:
             returns=cut(self.returns, width - 1),
             behaviour_logprobs=cut(self.behaviour_logprobs, width - 1),
             engine_logprobs=cut(self.engine_logprobs, width - 1),
+            kl_coef=self.kl_coef,
         )
 
     def to(self, device: torch.device) -> "TrainingBatch":
@@ -63,7 +67,7 @@ class TrainingBatch:
         built and scored on the CPU, and only the micro-batches a forward needs move to a GPU."""
         if self.input_ids.device == torch.device(device):
             return self
-        moved = {name: None if t is None else t.to(device, non_blocking=True) for name, t in vars(self).items()}
+        moved = {name: t.to(device, non_blocking=True) if isinstance(t, torch.Tensor) else t for name, t in vars(self).items()}
         return TrainingBatch(**moved)
 
     @property

@@ -60,6 +60,18 @@ class ReferenceModel:
         if self.compile_forward:
             compile_forward(self.model)
 
+    @torch.no_grad()
+    def update_toward(self, model: PreTrainedModel, alpha: float) -> None:
+        """ref <- alpha * model + (1 - alpha) * ref, parameter by parameter (TR-DPO's soft update, Gorbatovski
+        et al. 2024, arXiv:2404.09656; TRL's SyncRefModelCallback); alpha = 1 is `reset_to` (ProRL's hard reset)."""
+        if alpha >= 1.0:
+            self.reset_to(model)
+            return
+        if self.adapters_off or is_lora_model(model):
+            self.reset_to(model)  # raises the LoRA error: there is no copy to move
+        for ref_param, param in zip(self.model.parameters(), model.parameters(), strict=True):
+            ref_param.mul_(1.0 - alpha).add_(param.detach().to(ref_param.dtype), alpha=alpha)
+
     def logprobs(self, batch: TrainingBatch) -> torch.Tensor:
         with self.model.disable_adapter() if self.adapters_off else contextlib.nullcontext():
             return compute_logprobs(

@@ -179,6 +179,29 @@ def check_algorithm(cfg: Config) -> None:
         raise ConfigError("algo.kl_in_reward=true has no effect with algo.kl_coef=0; set a KL coefficient")
     if algo.ref_reset_every and not (algo.kl_coef > 0 or algo.ace_alpha > 0):
         raise ConfigError("algo.ref_reset_every needs a reference model, which only algo.kl_coef > 0 or algo.ace_alpha > 0 loads")
+    kl_in_loss = algo.kl_coef > 0 and not algo.kl_in_reward
+    if algo.kl_bias_correction and not kl_in_loss:
+        raise ConfigError(
+            "algo.kl_bias_correction weighs the KL term of the loss by the importance ratio; it needs that term: "
+            "set algo.kl_coef > 0 with algo.kl_in_reward=false, or drop algo.kl_bias_correction"
+        )
+    if algo.kl_ctrl == "adaptive":
+        if algo.kl_coef == 0:
+            raise ConfigError("algo.kl_ctrl=adaptive multiplies the KL coefficient from its start value: set algo.kl_coef > 0 (verl's default is 0.001)")
+        from reinforge.run.multi_policy import is_multi_policy  # here: it imports the trainer
+
+        if is_multi_policy(cfg):
+            raise ConfigError(
+                "algo.kl_ctrl=adaptive keeps one coefficient for the run's one policy; a run of several trainable policies "
+                "(task.params.policies) has no adaptive controller per policy yet: use algo.kl_ctrl=fixed"
+            )
+    if algo.ref_mixup_alpha < 1 and not algo.ref_reset_every:
+        raise ConfigError(
+            f"algo.ref_mixup_alpha={algo.ref_mixup_alpha} mixes the policy into the reference every algo.ref_reset_every steps "
+            "(TRL's ref_model_sync_steps): set algo.ref_reset_every"
+        )
+    if algo.clip_cov_lb >= algo.clip_cov_ub:
+        raise ConfigError(f"algo.clip_cov_lb ({algo.clip_cov_lb}) must be below algo.clip_cov_ub ({algo.clip_cov_ub}): they bound the covariance band clip_cov draws from")
 
 
 def check_lora(cfg: Config, model_config: dict | None) -> None:

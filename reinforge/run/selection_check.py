@@ -9,6 +9,11 @@ from reinforge.config import Config, ConfigError
 ADAPTIVE_KEYS = ("entropy_target", "entropy_coef_delta", "entropy_coef_min", "entropy_coef_max")
 
 
+def changed(section, key: str) -> bool:
+    """Set to other than its default. Not `model_fields_set`: a resumed run's saved config sets every key."""
+    return getattr(section, key) != type(section).model_fields[key].default
+
+
 def check_selection(cfg: Config) -> None:
     algo = cfg.algo
     for key in ("tis_floor", "tis_normalize"):
@@ -17,7 +22,7 @@ def check_selection(cfg: Config) -> None:
     if algo.tis_floor is not None and algo.tis_cap is not None and algo.tis_floor > algo.tis_cap:
         raise ConfigError(f"algo.tis_floor={algo.tis_floor:g} is above algo.tis_cap={algo.tis_cap:g}; the floor must be <= 1 <= the cap")
     check_rollout_reject(algo)
-    if algo.pf_ppo is None and "pf_ppo_pow" in algo.model_fields_set:
+    if algo.pf_ppo is None and changed(algo, "pf_ppo_pow"):
         raise ConfigError("algo.pf_ppo_pow is the exponent of algo.pf_ppo=pow, which is unset; set algo.pf_ppo=pow or remove it")
     if algo.pf_ppo == "pow" and algo.pf_ppo_pow == 0:
         raise ConfigError("algo.pf_ppo=pow with algo.pf_ppo_pow=0 weighs every sample 1: a plain bootstrap of the batch; set a power > 0")
@@ -45,7 +50,7 @@ def check_rollout_reject(algo) -> None:
 def check_adaptive_entropy(cfg: Config) -> None:
     algo = cfg.algo
     if not algo.adaptive_entropy:
-        stray = [key for key in ADAPTIVE_KEYS if key in algo.model_fields_set]
+        stray = [key for key in ADAPTIVE_KEYS if changed(algo, key)]
         if stray:
             raise ConfigError(f"algo.{stray[0]} is a setting of algo.adaptive_entropy, which is off; set algo.adaptive_entropy=true or remove it")
         return

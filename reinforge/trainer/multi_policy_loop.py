@@ -103,7 +103,7 @@ def train_policy(
                 metrics.update(parts.learner.train_step(batch.select(rows), loss_fn))
     parts.engine.sync_weights(parts.learner.version)
     if parts.reference is not None and algo.ref_reset_every and step % algo.ref_reset_every == 0:
-        parts.reference.reset_to(parts.learner.model)
+        parts.reference.update_toward(parts.learner.model, algo.ref_mixup_alpha)
     rewards = [t.reward for t in trajectories]
     metrics["reward"] = sum(rewards) / len(rewards)
     metrics["response_length"] = sum(t.num_sampled_tokens for t in trajectories) / len(trajectories)

@@ -3,6 +3,13 @@
     loss = agg(policy_loss) + kl_coef * agg(KL to reference)  [unless the KL is in the reward]
            - entropy_coef * agg(entropy)
 
+With algo.kl_bias_correction the KL term is KL_t * r_t, r_t = exp(logp_t - logp_old_t) with its
+gradient: the tokens were sampled from pi_old, so r_t makes the term's expected gradient that of
+KL(pi_theta || pi_ref) (DeepSeek-AI, "DeepSeek-V3.2", 2025, arXiv:2512.02556, eq. 7-8; TRL's
+use_bias_correction_kl). On-policy r_t = 1 but its gradient is not 0: the correction changes the
+update even then, as in TRL. kl_coef is the batch's own (`TrainingBatch.kl_coef`, set each step
+by an adaptive controller, reinforge.algos.kl_control) when it has one, else algo.kl_coef.
+
 with one aggregation mode for every term, so micro-batch losses add up to the mini-batch loss.
 
 The proximal forward folded into the update: when a batch carries `behaviour_logprobs` (the
@@ -60,6 +67,19 @@ def policy_loss_params(algo: AlgoConfig, tis_weights: torch.Tensor | None = None
         gspo_eps_high=high,
         cispo_eps_high=algo.clip_eps_high if algo.clip_eps_high is not None else CISPO_DEFAULT_EPS_HIGH,
         tis_weights=tis_weights,
+        sapo_tau_pos=algo.sapo_tau_pos,
+        sapo_tau_neg=algo.sapo_tau_neg,
+        gmpo_eps_low=algo.clip_eps,
+        gmpo_eps_high=high,
+        clip_cov_ratio=algo.clip_cov_ratio,
+        clip_cov_lb=algo.clip_cov_lb,
+        clip_cov_ub=algo.clip_cov_ub,
+        kl_cov_ratio=algo.kl_cov_ratio,
+        kl_cov_coef=algo.kl_cov_coef,
+        vespo_k_pos=algo.vespo_k_pos,
+        vespo_lambda_pos=algo.vespo_lambda_pos,
+        vespo_k_neg=algo.vespo_k_neg,
+        vespo_lambda_neg=algo.vespo_lambda_neg,
     )
 
 
@@ -110,7 +130,12 @@ def make_policy_objective(algo: AlgoConfig, entropy_control: AdaptiveEntropyCoef
         loss = aggregate(per_token, mask, algo.loss_agg, norm)
         if kl_in_loss:
             kl = kl_penalty(logprobs, micro.ref_logprobs, algo.kl_estimator) * mask
-            loss = loss + algo.kl_coef * aggregate(kl, mask, algo.loss_agg, norm)
+            if algo.kl_bias_correction:  # module docstring: the KL of pi_theta, from samples of pi_old
+                is_ratio = torch.exp(torch.where(mask, logprobs - old_logprobs, torch.zeros_like(logprobs)))
+                kl = kl * is_ratio
+                metrics["kl_is_ratio_mean"] = (is_ratio.detach() * mask).sum().item() / max(mask.sum().item(), 1)
+            kl_coef = micro.kl_coef if micro.kl_coef is not None else algo.kl_coef  # the adaptive controller's
+            loss = loss + kl_coef * aggregate(kl, mask, algo.loss_agg, norm)
             metrics["kl_ref"] = kl.detach().sum().item() / max(mask.sum().item(), 1)
         coef = algo.entropy_coef
         if entropy_control is not None:

@@ -50,6 +50,7 @@ from reinforge.evals.evaluation import evaluate
 from reinforge.run.graceful_stop import GracefulStop
 from reinforge.run.run_errors import RunInterrupted
 from reinforge.trainer.pf_ppo_step import pf_ppo_batch
+from reinforge.trainer.kl_coefficient import StepKLCoefficient
 from reinforge.trainer.policy_objective import adaptive_entropy_coef, make_policy_objective
 from reinforge.trainer.task_sampler import TaskSampler
 from reinforge.trainer.zero_reward import zero_reward_warning
@@ -181,6 +182,7 @@ def run_rl(
     max_episode_tokens = episode_token_budget(cfg, parts.learner.model)
     entropy_control = adaptive_entropy_coef(algo)  # trainer state (algo.adaptive_entropy), saved with the loop's
     loss_fn = make_policy_objective(algo, entropy_control)
+    kl_coefficient = StepKLCoefficient(algo)  # algo.kl_coef, or an adaptive controller's (algo.kl_ctrl)
     reward_weights = {c.name: c.weight for c in cfg.reward.components}
     # Uniform, or PCL / DUMP with the prompt-value model (prompt_value section; reinforge.values).
     sampler = make_task_sampler(tasks.train, cfg.trainer.seed, cfg.prompt_value, parts.learner.model, parts.env)
@@ -217,6 +219,7 @@ def run_rl(
     first_step = 1
     if resume_state is not None:
         result = restore_loop_state(resume_state, parts, sampler, shuffle, cfg, entropy_control)
+        kl_coefficient.load_state_dict(resume_state.get("kl_control"))
         first_step = resume_state["step"] + 1
     parts.engine.sync_weights(parts.learner.version)
     schedule = make_schedule(  # sync, or async with bounded staleness (trainer.schedule)
@@ -233,6 +236,7 @@ def run_rl(
         state = {
             **loop_state(parts, sampler, shuffle, result, entropy_control), **parts.checkpoint_extras, "schedule": schedule_state,
             "reward_spec": reward_spec(cfg.reward.components),  # which rewards filled the cache, for a resume
+            "kl_control": kl_coefficient.state_dict(),
         }
         return ckpt.save_checkpoint(run_dir, step, parts.learner.model, parts.env.tokenizer, state, cfg.trainer.keep_checkpoints)
 
@@ -260,8 +264,9 @@ def run_rl(
             if trained:
                 prompt_prior = sampler.prompt_prior(trained) if estimator.needs_prompt_values else None
                 batch, prepare_metrics = prepare_batch(
-                    trained, algo, estimator, reward_weights, pad, parts.learner, parts.reference, parts.critic, prompt_prior
+                    trained, kl_coefficient.for_step(algo), estimator, reward_weights, pad, parts.learner, parts.reference, parts.critic, prompt_prior
                 )
+                kl_coefficient.mark(batch)
             if isinstance(sampler, CurriculumSampler):  # every group's outcome trains the value model (before the update)
                 abs_advantages = group_abs_advantages(trained, batch.advantages, batch.loss_mask) if trained else None
                 value_metrics = sampler.observe(trajectories, abs_advantages)
@@ -279,11 +284,12 @@ def run_rl(
                         update_metrics["entropy_coef"] = entropy_control.coef
                     if parts.critic is not None:
                         update_metrics.update(parts.critic.train_step(mini, mini.returns, mini.old_values))
+            kl_metrics = kl_coefficient.observe(batch) if trained else {}  # the coefficient for the next step
             schedule.publish(step, parts.learner)
             # An env that keeps state across steps (a game's opponent pool snapshots the new weights).
             env_metrics = parts.env.after_step(step, parts.engine) or {} if hasattr(parts.env, "after_step") else {}
             if parts.reference is not None and algo.ref_reset_every and step % algo.ref_reset_every == 0:
-                parts.reference.reset_to(parts.learner.model)
+                parts.reference.update_toward(parts.learner.model, algo.ref_mixup_alpha)
             t2 = time.perf_counter()
 
             phases = {"rollout": collected.rollout_seconds, "reward": collected.reward_seconds, "prepare": t1 - t0, "update": t2 - t1}
@@ -291,7 +297,7 @@ def run_rl(
                 result.seconds[key] += seconds
             metrics = {
                 **collected.reward_metrics, **drop_metrics, **env_metrics, **prepare_metrics, **update_metrics, **staleness,
-                **scheduled.metrics, **value_metrics,
+                **scheduled.metrics, **value_metrics, **kl_metrics,
                 **step_metrics(trajectories, collected.rollout_seconds, phases, tools=hasattr(parts.env, "registry")),
                 **group_diversity_metrics(trajectories),
                 "policy_version": float(parts.learner.version),

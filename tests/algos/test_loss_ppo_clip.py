@@ -113,7 +113,9 @@ def test_legacy_shim_is_ppo_clip_with_token_mean() -> None:
 
 
 def test_registry() -> None:
-    assert set(POLICY_LOSSES) == {"ppo_clip", "gspo", "cispo", "reinforce"}
+    assert set(POLICY_LOSSES) == {
+        "ppo_clip", "gspo", "cispo", "reinforce", "sapo", "gmpo", "clip_cov", "kl_cov", "luspo", "vespo", "rloo_seq",
+    }
     assert get_policy_loss("ppo_clip") is ppo_clip
-    with pytest.raises(ValueError, match="cispo, gspo, ppo_clip, reinforce"):
+    with pytest.raises(ValueError, match="cispo, clip_cov, gmpo, gspo, kl_cov, luspo, ppo_clip, reinforce, rloo_seq, sapo, vespo"):
         get_policy_loss("ppo")

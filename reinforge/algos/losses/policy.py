@@ -8,6 +8,13 @@ to a scalar by `aggregation.aggregate`. Formulas and papers are in each loss's o
     gspo       gspo.py        sequence-level ratio and clip (needs seq_mean_token_mean)
     cispo      cispo.py       REINFORCE with a clipped, detached IS weight
     reinforce  reinforce.py   plain on-policy REINFORCE
+    sapo       sapo.py        SAPO: a smooth sigmoid gate on the token ratio instead of the clip
+    gmpo       gmpo.py        GMPO: geometric mean of log-clipped token ratios (needs seq_mean_token_mean)
+    clip_cov   clip_cov.py    Clip-Cov: PPO clip, gradient cut on a few high-covariance tokens
+    kl_cov     kl_cov.py      KL-Cov: |log-ratio| penalty on the highest-covariance tokens
+    luspo      luspo.py       LUSPO: GSPO scaled by length (needs seq_mean_token_sum)
+    vespo      vespo.py       VESPO: REINFORCE weighted by a gamma kernel of the sequence ratio
+    rloo_seq   rloo_seq.py    TRL RLOO's loss: PPO clip on the full-sequence ratio (needs seq_mean_token_mean)
 
 With `params.tis_weights` (importance.truncated_is_weights) every loss multiplies its per-token
 term by those weights.
@@ -22,6 +29,13 @@ from reinforge.algos.losses.gspo import gspo
 from reinforge.algos.losses.policy_common import PolicyLoss, PolicyLossParams
 from reinforge.algos.losses.ppo_clip import ppo_clip
 from reinforge.algos.losses.reinforce import reinforce
+from reinforge.algos.losses.sapo import sapo
+from reinforge.algos.losses.gmpo import gmpo
+from reinforge.algos.losses.clip_cov import clip_cov
+from reinforge.algos.losses.kl_cov import kl_cov
+from reinforge.algos.losses.luspo import luspo
+from reinforge.algos.losses.vespo import vespo
+from reinforge.algos.losses.rloo_seq import rloo_seq
 from reinforge.import_paths import check_call, is_import_path, load_object
 
 __all__ = ["POLICY_LOSSES", "REQUIRED_AGGREGATION", "PolicyLoss", "PolicyLossParams", "get_policy_loss"]
@@ -31,10 +45,22 @@ POLICY_LOSSES: dict[str, PolicyLoss] = {
     "gspo": gspo,
     "cispo": cispo,
     "reinforce": reinforce,
+    "sapo": sapo,
+    "gmpo": gmpo,
+    "clip_cov": clip_cov,
+    "kl_cov": kl_cov,
+    "luspo": luspo,
+    "vespo": vespo,
+    "rloo_seq": rloo_seq,
 }
 
 # Losses that are only defined under one aggregation (validated against the config before compute).
-REQUIRED_AGGREGATION: dict[str, str] = {"gspo": "seq_mean_token_mean"}
+REQUIRED_AGGREGATION: dict[str, str] = {
+    "gspo": "seq_mean_token_mean",
+    "gmpo": "seq_mean_token_mean",
+    "luspo": "seq_mean_token_sum",
+    "rloo_seq": "seq_mean_token_mean",
+}
 
 
 LOSS_CONTRACT = (

@@ -26,11 +26,44 @@ class PolicyLossParams:
     cispo_eps_high: float = 5.0
     cispo_eps_low: float | None = None
     tis_weights: torch.Tensor | None = None  # [N, T] truncated IS weights (importance.py), multiply every term
+    # SAPO's gate temperatures (sapo.py), for A > 0 and A <= 0: the paper's 1.0 / 1.05 (negative
+    # tokens' gate decays faster: their updates raise the logits of many other tokens).
+    sapo_tau_pos: float = 1.0
+    sapo_tau_neg: float = 1.05
+    # GMPO clips each token's log-ratio to [-eps_low, eps_high] (gmpo.py): the paper's 0.4 / 0.4.
+    gmpo_eps_low: float = 0.4
+    gmpo_eps_high: float = 0.4
+    # Clip-Cov / KL-Cov (clip_cov.py, kl_cov.py): the share of sampled tokens singled out, Clip-Cov's
+    # covariance band, and KL-Cov's coefficient (Cui et al. 2025; verl's defaults).
+    clip_cov_ratio: float = 2e-4
+    clip_cov_lb: float = 1.0
+    clip_cov_ub: float = 5.0
+    kl_cov_ratio: float = 2e-4
+    kl_cov_coef: float = 1.0
+    # Clip-Cov picks among its candidate tokens at random: this generator (None: torch's global one,
+    # which a checkpoint saves, so a resumed run draws the same tokens).
+    generator: torch.Generator | None = None
+    # VESPO's gamma weight phi(w) = exp(lambda) w^k exp(-lambda w) (vespo.py), by the sign of A (TRL's defaults).
+    vespo_k_pos: float = 2.0
+    vespo_lambda_pos: float = 3.0
+    vespo_k_neg: float = 3.0
+    vespo_lambda_neg: float = 2.0
 
     def __post_init__(self) -> None:
-        for name in ("clip_eps_low", "clip_eps_high", "gspo_eps_low", "gspo_eps_high", "cispo_eps_high"):
+        for name in (
+            "clip_eps_low", "clip_eps_high", "gspo_eps_low", "gspo_eps_high", "cispo_eps_high", "gmpo_eps_low",
+            "gmpo_eps_high", "kl_cov_coef", "vespo_k_pos", "vespo_k_neg",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("sapo_tau_pos", "sapo_tau_neg", "vespo_lambda_pos", "vespo_lambda_neg"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("clip_cov_ratio", "kl_cov_ratio"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"{name} is a share of the sampled tokens, in (0, 1]; got {getattr(self, name)}")
+        if self.clip_cov_lb >= self.clip_cov_ub:
+            raise ValueError(f"clip_cov_lb must be < clip_cov_ub, got [{self.clip_cov_lb}, {self.clip_cov_ub}]")
         if self.cispo_eps_low is not None and self.cispo_eps_low < 0:
             raise ValueError(f"cispo_eps_low must be >= 0 or None, got {self.cispo_eps_low}")
         if self.dual_clip_c is not None and self.dual_clip_c <= 1.0:
