@@ -99,7 +99,7 @@ def gpu_step_peaks(overrides: list[str]) -> dict[str, dict[str, int]]:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from reinforge.engines.base import SamplingParams
+    from reinforge.engines.base import SamplingParams, release_sampling_memory
     from reinforge.engines.torch_engine import TorchEngine
     from reinforge.learner.batch import TrainingBatch
     from reinforge.learner.policy_learner import PolicyLearner
@@ -152,6 +152,7 @@ def gpu_step_peaks(overrides: list[str]) -> dict[str, dict[str, int]]:
         prompts = [p for p in distinct for _ in range(r.group_size)]
         phase("sync", engine.sync_weights, learner.version)
         generations = phase("rollout", engine.generate, prompts, SamplingParams(new_tokens, r.temperature), 0)
+        release_sampling_memory(engine)  # as the sync schedule does
         batch = batch_of(prompts, generations)
         if reference is not None:
             batch.ref_logprobs = phase("no-grad forward", reference.logprobs, batch)
