@@ -92,15 +92,18 @@ env.max_episode_tokens when set.
 Measured against this prediction (tests/run/test_memory_fit_accuracy.py: one steady-state step in a
 fresh process, peak RSS; rows x samples x forced new tokens, chat prompts of 36 tokens; 2-core CPU,
 1 thread, retain_freed_memory on):
-    SmolLM2-135M-Instruct  4x4x64, KL 0.04               predicted 4.49 GiB, measured 4.52 (-0.7%)
-                           8x4x128                        predicted 7.05 GiB, measured 7.69 (-8.3%)
-                           4x4x128, checkpointing         predicted 4.96 GiB, measured 4.26 (+16.5%)
-                           4x4x128, LoRA r=8, KL 0.04     predicted 5.75 GiB, measured 6.12 (-6.1%)
+    SmolLM2-135M-Instruct  4x4x64, KL 0.04               predicted 3.99 GiB, measured 4.05 (-1.5%)
+                           8x4x128                        predicted 6.55 GiB, measured 7.03 (-6.8%)
+                           4x4x128, checkpointing         predicted 4.46 GiB, measured 3.80 (+17.5%)
+                           4x4x128, LoRA r=8, KL 0.04     predicted 3.98 GiB, measured 3.79-4.19 over
+                                                          four processes (-4.9% to +5.0%)
     small preset (25M)     8x4x64                         predicted 1.57 GiB, measured 1.62 (-3.1%)
+(Before the engine released its weight copy for the update, 2026-11-28, those four steps peaked 0.5 GiB higher.)
 On an H200 (SmolLM2's shape, random weights, 16x8x256 with prompts of 40 tokens; peak
 torch.cuda.max_memory_reserved): KL 0.04 predicted 32.35 GiB, measured 35.44 (-8.7%; 31.90 allocated);
 checkpointing with an 8,192-token budget predicted 4.26 GiB, measured 5.01 (-15.1%; 4.14 allocated:
-the caching allocator keeps the rollout's freed blocks).
+the caching allocator keeps the rollout's freed blocks). Both measured while the engine still held its
+copy through the update; not re-run since (no GPU lent to the session that changed it).
 """
 
 from __future__ import annotations
