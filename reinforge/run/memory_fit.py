@@ -97,8 +97,8 @@ fresh process, peak RSS; rows x samples x forced new tokens, chat prompts of 36 
                            4x4x128, checkpointing         predicted 4.46 GiB, measured 3.80 (+17.5%)
                            4x4x128, LoRA r=8, KL 0.04     predicted 3.98 GiB, measured 3.79-4.19 over
                                                           four processes (-4.9% to +5.0%)
-    small preset (25M)     8x4x64                         predicted 1.57 GiB, measured 1.62 (-3.1%)
-(Before the engine released its weight copy for the update, 2026-11-28, those four steps peaked 0.5 GiB higher.)
+    small preset (25M)     8x4x64                         predicted 1.45 GiB, measured 1.44 (+1.1%)
+(Before the engine released its weight copy for the update, 2026-11-28, the SmolLM2 steps peaked 0.5 GiB higher.)
 On an H200 (SmolLM2's shape, random weights, 16x8x256 with prompts of 40 tokens; peak
 torch.cuda.max_memory_reserved): KL 0.04 predicted 32.35 GiB, measured 35.44 (-8.7%; 31.90 allocated);
 checkpointing with an 8,192-token budget predicted 4.26 GiB, measured 5.01 (-15.1%; 4.14 allocated:
