@@ -52,7 +52,9 @@ def test_grpo_raises_held_out_accuracy_and_writes_a_complete_run(warm_start, tmp
     run = outcome.run_dir
     assert (run / "config.yaml").is_file()
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert {row["stage"] for row in rows} == {"setup", "rl", "eval"}
+    assert {row["stage"] for row in rows} == {"setup", "rl", "eval", "health"}  # health: the monitors (monitor.enabled)
+    assert all(value == 0 for row in rows if row["stage"] == "health" for key, value in row.items()
+               if key.startswith("monitor/") and key.count("/") == 1)  # no detector fired on a run that learns
     (setup,) = [row for row in rows if row["stage"] == "setup"]  # what the optimizer holds, logged once
     assert setup["trainable_params"] == setup["total_params"] > 0  # full fine-tuning: every weight
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
