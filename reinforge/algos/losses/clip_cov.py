@@ -30,10 +30,9 @@ import torch
 from reinforge.algos.losses.policy_common import (
     PolicyLossParams,
     finish,
-    masked_log_ratio,
     masked_mean,
     ratio_metrics,
-    token_advantages,
+    token_terms,
 )
 
 
@@ -54,9 +53,7 @@ def clip_cov(
     mask: torch.Tensor,
     params: PolicyLossParams,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    mask = mask.bool()
-    adv = token_advantages(advantages, logprobs)
-    log_ratio = masked_log_ratio(logprobs, old_logprobs, mask)
+    mask, adv, log_ratio = token_terms(logprobs, old_logprobs, advantages, mask)
     ratio = torch.exp(log_ratio)
     unclipped = ratio * adv
     clipped = ratio.clamp(1.0 - params.clip_eps_low, 1.0 + params.clip_eps_high) * adv

@@ -32,8 +32,13 @@ from dataclasses import replace
 
 import torch
 
-from reinforge.algos.losses.gspo import sequence_advantages
-from reinforge.algos.losses.policy_common import PolicyLossParams, finish, masked_log_ratio, masked_mean, ratio_metrics
+from reinforge.algos.losses.policy_common import (
+    PolicyLossParams,
+    finish,
+    masked_mean,
+    ratio_metrics,
+    sequence_terms,
+)
 
 
 def gmpo(
@@ -43,9 +48,7 @@ def gmpo(
     mask: torch.Tensor,
     params: PolicyLossParams,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    mask = mask.bool()
-    adv = sequence_advantages(advantages, mask).to(logprobs.dtype)
-    log_ratio = masked_log_ratio(logprobs, old_logprobs, mask)
+    mask, adv, log_ratio = sequence_terms(logprobs, old_logprobs, advantages, mask)
     sign = torch.sign(adv)[:, None]
     clamped = log_ratio.clamp(-params.gmpo_eps_low, params.gmpo_eps_high)
     pessimistic = sign * torch.minimum(sign * log_ratio, sign * clamped)

@@ -24,19 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from reinforge.algos.losses.policy_common import PolicyLossParams, finish, masked_log_ratio, ratio_metrics
-
-
-def sequence_advantages(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """[N] advantages; [N, T] ones must not vary along the sampled tokens of a row."""
-    if advantages.dim() == 1:
-        return advantages
-    zeros = torch.zeros_like(advantages)
-    per_seq = torch.where(mask, advantages, zeros).sum(-1) / mask.sum(-1).clamp(min=1)  # mean over sampled tokens
-    spread = torch.where(mask, (advantages - per_seq[:, None]).abs(), zeros)
-    if (spread > 1e-6 * (1.0 + per_seq.abs()[:, None])).any():
-        raise ValueError("gspo needs one advantage per sequence: got [N, T] advantages that vary along the sampled tokens")
-    return per_seq
+from reinforge.algos.losses.policy_common import PolicyLossParams, finish, ratio_metrics, sequence_terms
 
 
 def gspo(
@@ -46,9 +34,7 @@ def gspo(
     mask: torch.Tensor,
     params: PolicyLossParams,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    mask = mask.bool()
-    adv = sequence_advantages(advantages, mask).to(logprobs.dtype)
-    log_ratio = masked_log_ratio(logprobs, old_logprobs, mask)
+    mask, adv, log_ratio = sequence_terms(logprobs, old_logprobs, advantages, mask)
     lengths = mask.sum(-1)
     seq_ratio = torch.exp(log_ratio.sum(-1) / lengths.clamp(min=1))
     unclipped = seq_ratio * adv

@@ -26,10 +26,9 @@ from reinforge.algos.losses.clip_cov import token_covariance
 from reinforge.algos.losses.policy_common import (
     PolicyLossParams,
     finish,
-    masked_log_ratio,
     masked_mean,
     ratio_metrics,
-    token_advantages,
+    token_terms,
 )
 
 
@@ -40,9 +39,7 @@ def kl_cov(
     mask: torch.Tensor,
     params: PolicyLossParams,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    mask = mask.bool()
-    adv = token_advantages(advantages, logprobs)
-    log_ratio = masked_log_ratio(logprobs, old_logprobs, mask)
+    mask, adv, log_ratio = token_terms(logprobs, old_logprobs, advantages, mask)
     ratio = torch.exp(log_ratio)
 
     with torch.no_grad():

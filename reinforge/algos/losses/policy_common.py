@@ -88,6 +88,30 @@ def masked_log_ratio(logprobs: torch.Tensor, old_logprobs: torch.Tensor, mask: t
     return torch.where(mask, logprobs - old_logprobs, torch.zeros_like(logprobs))
 
 
+def sequence_advantages(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[N] advantages; [N, T] ones must not vary along the sampled tokens of a row."""
+    if advantages.dim() == 1:
+        return advantages
+    zeros = torch.zeros_like(advantages)
+    per_seq = torch.where(mask, advantages, zeros).sum(-1) / mask.sum(-1).clamp(min=1)  # mean over sampled tokens
+    spread = torch.where(mask, (advantages - per_seq[:, None]).abs(), zeros)
+    if (spread > 1e-6 * (1.0 + per_seq.abs()[:, None])).any():
+        raise ValueError("a sequence-level loss needs one advantage per sequence: got [N, T] advantages that vary along the sampled tokens")
+    return per_seq
+
+
+def token_terms(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor):
+    """What a token-level ratio loss starts from: (bool mask, [N, T] advantages, masked log-ratio)."""
+    mask = mask.bool()
+    return mask, token_advantages(advantages, logprobs), masked_log_ratio(logprobs, old_logprobs, mask)
+
+
+def sequence_terms(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor):
+    """What a sequence-level ratio loss starts from: (bool mask, [N] advantages, masked log-ratio)."""
+    mask = mask.bool()
+    return mask, sequence_advantages(advantages, mask).to(logprobs.dtype), masked_log_ratio(logprobs, old_logprobs, mask)
+
+
 def finish(per_token: torch.Tensor, mask: torch.Tensor, params: PolicyLossParams) -> torch.Tensor:
     """Zero outside the mask; times the truncated IS weights if any."""
     if params.tis_weights is not None:

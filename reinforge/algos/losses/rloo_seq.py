@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from reinforge.algos.losses.gspo import sequence_advantages
-from reinforge.algos.losses.policy_common import PolicyLossParams, finish, masked_log_ratio, ratio_metrics
+from reinforge.algos.losses.policy_common import PolicyLossParams, finish, ratio_metrics, sequence_terms
 
 
 def rloo_seq(
@@ -35,9 +34,7 @@ def rloo_seq(
     mask: torch.Tensor,
     params: PolicyLossParams,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    mask = mask.bool()
-    adv = sequence_advantages(advantages, mask).to(logprobs.dtype)
-    log_ratio = masked_log_ratio(logprobs, old_logprobs, mask)
+    mask, adv, log_ratio = sequence_terms(logprobs, old_logprobs, advantages, mask)
     seq_ratio = torch.exp(log_ratio.sum(-1))
     unclipped = seq_ratio * adv
     clipped = seq_ratio.clamp(1.0 - params.clip_eps_low, 1.0 + params.clip_eps_high) * adv

@@ -30,10 +30,9 @@ import torch
 from reinforge.algos.losses.policy_common import (
     PolicyLossParams,
     finish,
-    masked_log_ratio,
     masked_mean,
     ratio_metrics,
-    token_advantages,
+    token_terms,
 )
 
 LOG_RATIO_BOUND = 20.0
@@ -46,9 +45,7 @@ def sapo(
     mask: torch.Tensor,
     params: PolicyLossParams,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    mask = mask.bool()
-    adv = token_advantages(advantages, logprobs)
-    log_ratio = masked_log_ratio(logprobs, old_logprobs, mask)
+    mask, adv, log_ratio = token_terms(logprobs, old_logprobs, advantages, mask)
     ratio = torch.exp(log_ratio.clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND))
     tau_pos, tau_neg = (torch.tensor(t, dtype=logprobs.dtype, device=logprobs.device) for t in (params.sapo_tau_pos, params.sapo_tau_neg))
     tau = torch.where(adv > 0, tau_pos, tau_neg)  # tensors, not floats: where() of floats is float32

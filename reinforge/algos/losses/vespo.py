@@ -32,10 +32,9 @@ import torch
 from reinforge.algos.losses.policy_common import (
     PolicyLossParams,
     finish,
-    masked_log_ratio,
     masked_mean,
     ratio_metrics,
-    token_advantages,
+    token_terms,
 )
 
 LOG_W_MIN = math.log(1e-8)
@@ -60,9 +59,7 @@ def vespo(
     mask: torch.Tensor,
     params: PolicyLossParams,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    mask = mask.bool()
-    adv = token_advantages(advantages, logprobs)
-    log_ratio = masked_log_ratio(logprobs, old_logprobs, mask)
+    mask, adv, log_ratio = token_terms(logprobs, old_logprobs, advantages, mask)
     with torch.no_grad():
         log_w = log_ratio.clamp(-20.0, 20.0).sum(-1)
         if params.tis_weights is not None:
