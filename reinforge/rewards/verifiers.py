@@ -20,6 +20,7 @@ from typing import Any, Callable
 from reinforge.import_paths import ImportPathError, check_call, is_import_path, load_object
 # extract_answer, parse_number and the tags are imported from here by other modules too.
 from reinforge.rewards.answer_extraction import ANSWER_CLOSE, ANSWER_OPEN, answer_value, extract_answer, parse_number, task_answer  # noqa: F401
+from reinforge.rewards.math_verifier import math_equal
 from reinforge.tasks.task import Task
 
 # Tolerances of the numeric verifier: relative, plus a tiny absolute one so that a reference of
@@ -82,43 +83,7 @@ def reasoning_gym_score(task: Task, response: str) -> float:
 
 
 # --------------------------------------------------------------------------- math (math-verify)
-
-
-def _math_parse(text: str) -> list:
-    """math-verify's parse of `text`, retried as inline LaTeX (`$...$`) when nothing was found.
-
-    `parsing_timeout=None`: math-verify's own timeout uses SIGALRM, which fails outside the main
-    thread; the RewardScorer's per-call timeout covers these calls instead.
-    """
-    from math_verify import parse  # imported here: it pulls in sympy, which most runs never need
-
-    parsed = parse(text, parsing_timeout=None)
-    if not parsed and text.strip() and "$" not in text:
-        parsed = parse(f"${text.strip()}$", parsing_timeout=None)
-    return parsed
-
-
-@functools.lru_cache(maxsize=4096)
-def _math_gold(answer: str) -> list:
-    return _math_parse(answer)
-
-
-def math_equal(task: Task, response: str) -> float:
-    """Symbolic equality by math-verify: LaTeX, fractions, `\\boxed{}`, expressions (x^2+2x+1 ==
-    (x+1)^2), sets and intervals. The answer is the task's extracted answer (with the default
-    extractor the `<answer>` content, else the whole response, where math-verify finds the last
-    `\\boxed{}` or expression itself)."""
-    from math_verify import verify as math_verify
-
-    gold = _math_gold(task.answer)
-    if not gold:
-        raise ValueError(f"task {task.id!r}: reference answer {task.answer!r} is not parseable math (verifier 'math')")
-    answer = task_answer(task, response)
-    predicted = _math_parse(answer) if answer is not None else []
-    if not predicted:
-        return 0.0
-    return 1.0 if math_verify(gold, predicted, timeout_seconds=None) else 0.0
-
+# In its own module (relations judged as relations): reinforge.rewards.math_verifier.
 
 # --------------------------------------------------------------------------- multiple choice
 
