@@ -131,23 +131,38 @@ EXTRACTORS: dict[str, Callable[[str], str | None]] = {
 }
 
 
-def parse_number(text: str) -> float | None:
-    """A finite number written as an integer, decimal, scientific, `a/b` fraction or `1,234`.
+_EXPONENT = re.compile(r"[eE][+-]?(\d+)")
 
-    Returns None for anything else (including nan and inf), so a malformed answer scores 0
-    instead of raising.
+
+def parse_fraction(text: str) -> Fraction | None:
+    """The exact value of a number written as an integer, decimal, scientific, `a/b` fraction or
+    `1,234`, as a Fraction (so 1000001 and 1000000, or integers past 2**53, never round together).
+
+    Returns None for anything else (nan, inf, and exponents past 400, which as floats would be inf
+    or 0), so a malformed answer scores 0 instead of raising.
     """
     text = text.strip()
     if _THOUSANDS.match(text):
         text = text.replace(",", "")
+    exponent = _EXPONENT.search(text)
+    if exponent is not None and (len(exponent.group(1)) > 3 or int(exponent.group(1)) > 400):
+        return None
     try:
-        value = float(text)
-    except ValueError:
-        try:
-            value = float(Fraction(text))
-        except (ValueError, ZeroDivisionError, OverflowError):
-            return None
-    return value if math.isfinite(value) else None
+        return Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def parse_number(text: str) -> float | None:
+    """parse_fraction as a finite float, or None."""
+    value = parse_fraction(text)
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def numeric_reference(task: Task) -> bool:
@@ -162,19 +177,51 @@ def task_answer(task: Task, response: str) -> str | None:
 _LATEX_FRACTION = re.compile(r"\\[dt]?frac\s*\{\s*(-?\d+)\s*\}\s*\{\s*(-?\d+)\s*\}")
 
 
-def answer_value(answer: str, lenient: bool) -> float | None:
-    """The number an extracted answer states. Strict (`lenient=False`): the whole answer must be a
-    number. Lenient: dollar signs, `\\frac{a}{b}` and words around it are allowed ("$18", "x = 5",
-    "18 apples"): the last number in it."""
-    value = parse_number(answer)
+# In a lenient answer, signs that make it a statement about a number rather than the number:
+# "x < 5", "x \\neq 5", "\\pm 5", "\\approx 5" state no single value and score 0.
+_RELATION_SIGN = re.compile(
+    r"\\(?:neq?|n?leq?|n?geq?|leqslant|geqslant|lt|gt|pm|mp|approx|sim|simeq|to|rightarrow)(?![a-zA-Z])|[<>≠≤≥±∓≈~]|!="
+)
+_EQUALS = re.compile(r"(?<![<>!:\\])=")
+_STATEMENT_BREAK = re.compile(r"[,;]\s*\D")  # "x=5, y=3": two statements, not a thousands comma
+
+
+def answer_fraction(answer: str, lenient: bool) -> Fraction | None:
+    """The exact number an extracted answer states. Strict (`lenient=False`): the whole answer must
+    be a number. Lenient: dollar signs, `\\frac{a}{b}` and words around it are allowed ("$18",
+    "x = 5", "18 apples", "12+34=46"), provided it states one number: the part after the last `=`
+    holds exactly one number, no earlier side is a different bare number ("5 = 3", "x = 5 = 3"),
+    there is no second statement ("x=5, y=3") and no relation sign ("x < 5", "\\pm 5")."""
+    value = parse_fraction(answer)
     if value is not None or not lenient:
         return value
     cleaned = _LATEX_FRACTION.sub(r"\1/\2", answer).replace("\\$", "").replace("$", "").replace("\\!", "")
-    value = parse_number(cleaned)
+    value = parse_fraction(cleaned)
     if value is not None:
         return value
-    last = _last_number(cleaned)
-    return parse_number(last) if last is not None else None
+    if _RELATION_SIGN.search(cleaned):
+        return None
+    *earlier, last = _EQUALS.split(cleaned)
+    numbers = number_matches(last)
+    if len(numbers) != 1:
+        return None
+    value = parse_fraction(numbers[0].group(0).replace(",", ""))
+    for side in earlier:
+        if _STATEMENT_BREAK.search(side):
+            return None
+        bare = parse_fraction(side)
+        if bare is not None and bare != value:
+            return None
+    return value
+
+
+def answer_value(answer: str, lenient: bool) -> float | None:
+    """answer_fraction as a float."""
+    value = answer_fraction(answer, lenient)
+    try:
+        return None if value is None else float(value)
+    except OverflowError:  # a 400-digit integer
+        return None
 
 
 # --------------------------------------------------------------------------- the strict format

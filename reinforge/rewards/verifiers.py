@@ -15,18 +15,19 @@ import functools
 import json
 import math
 import re
+from fractions import Fraction
 from typing import Any, Callable
 
 from reinforge.import_paths import ImportPathError, check_call, is_import_path, load_object
 # extract_answer, parse_number and the tags are imported from here by other modules too.
-from reinforge.rewards.answer_extraction import ANSWER_CLOSE, ANSWER_OPEN, answer_value, extract_answer, parse_number, task_answer  # noqa: F401
+from reinforge.rewards.answer_extraction import ANSWER_CLOSE, ANSWER_OPEN, answer_fraction, answer_value, extract_answer, parse_fraction, parse_number, task_answer  # noqa: F401
 from reinforge.rewards.math_verifier import math_equal
 from reinforge.tasks.task import Task
 
-# Tolerances of the numeric verifier: relative, plus a tiny absolute one so that a reference of
-# exactly 0 still accepts float noise such as 1e-17.
-NUMERIC_REL_TOL = 1e-6
-NUMERIC_ABS_TOL = 1e-12
+# The numeric verifier's default relative tolerance, for references that are not integers only
+# (a decimal reference is often a rounding: 0.333333 for 1/3). An integer reference is matched
+# exactly: 1000001 is not 1000000. A task chooses its own with metadata["rel_tol"] / ["abs_tol"].
+NUMERIC_REL_TOL = Fraction(1, 1_000_000)  # exact: 0.333333 is within it of 1/3, on the boundary
 
 
 class UnknownVerifierError(KeyError):
@@ -46,20 +47,35 @@ def exact(task: Task, response: str) -> float:
     return 1.0 if answer is not None and normalize(answer) == normalize(task.answer) else 0.0
 
 
+def _tolerances(task: Task, reference: Fraction) -> tuple[Fraction, Fraction]:
+    """(relative, absolute) tolerance: the task's metadata["rel_tol"] / ["abs_tol"] when it sets
+    either (a missing one is 0); else none for an integer reference, NUMERIC_REL_TOL otherwise."""
+    chosen = {key: task.metadata[key] for key in ("rel_tol", "abs_tol") if key in task.metadata}
+    if not chosen:
+        return (Fraction(0) if reference.denominator == 1 else NUMERIC_REL_TOL), Fraction(0)
+    for key, tol in chosen.items():
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or not 0 <= tol < 1:
+            raise ValueError(f"task {task.id!r}: metadata[{key!r}] = {tol!r}; set a number in [0, 1) (verifier 'numeric')")
+    return Fraction(chosen.get("rel_tol", 0)), Fraction(chosen.get("abs_tol", 0))
+
+
 def numeric(task: Task, response: str) -> float:
-    """The extracted answer's number equals the reference within NUMERIC_REL_TOL. With
+    """The extracted answer's number equals the reference: exactly for an integer reference (as
+    exact fractions, so no float rounding), within NUMERIC_REL_TOL for a non-integer one, or within
+    the task's metadata["rel_tol"] / ["abs_tol"] when it sets them (math.isclose's rule). With
     answer_extractor=response the whole answer must be a number (the bare answers of the tiny
     recipes); with the others, words, `$` and `\\frac{a}{b}` around it are allowed ("#### $18",
-    "<answer>x = 5</answer>"): answer_extraction.answer_value."""
-    reference = parse_number(task.answer)
+    "<answer>x = 5</answer>") as long as it states one number: answer_extraction.answer_fraction."""
+    reference = parse_fraction(task.answer)
     if reference is None:
         # A bad reference is a data bug, not a bad sample: say so instead of scoring 0 forever.
         raise ValueError(f"task {task.id!r}: reference answer {task.answer!r} is not a number (verifier 'numeric')")
+    rel_tol, abs_tol = _tolerances(task, reference)
     answer = task_answer(task, response)
-    value = None if answer is None else answer_value(answer, lenient=task.answer_extractor != "response")
+    value = None if answer is None else answer_fraction(answer, lenient=task.answer_extractor != "response")
     if value is None:
         return 0.0
-    return 1.0 if math.isclose(value, reference, rel_tol=NUMERIC_REL_TOL, abs_tol=NUMERIC_ABS_TOL) else 0.0
+    return 1.0 if abs(value - reference) <= max(rel_tol * max(abs(value), abs(reference)), abs_tol) else 0.0
 
 
 @functools.lru_cache(maxsize=None)

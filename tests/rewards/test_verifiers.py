@@ -55,7 +55,7 @@ def test_exact_collapses_whitespace() -> None:
         ("1154.0", 1.0),
         ("<answer>1.154e3</answer>", 1.0),
         ("1,154", 1.0),
-        ("1154.0000001", 1.0),  # within the relative tolerance
+        ("1154.0000001", 0.0),  # an integer reference is matched exactly (no default tolerance)
         ("1155", 0.0),
         ("1154.01", 0.0),
         ("eleven hundred", 0.0),
@@ -71,7 +71,9 @@ def test_numeric(response: str, score: float) -> None:
 
 def test_numeric_fractions_and_zero() -> None:
     assert verify(task("0.5", "numeric"), "1/2") == 1.0
-    assert verify(task("0", "numeric"), "1e-15") == 1.0
+    assert verify(task("0", "numeric"), "0.0") == 1.0
+    assert verify(task("0", "numeric"), "1e-15") == 0.0  # an integer reference is matched exactly
+    assert verify(task("0", "numeric", abs_tol=1e-12), "1e-15") == 1.0  # unless the task sets a tolerance
     assert verify(task("0", "numeric"), "1e-3") == 0.0
 
 
