@@ -133,6 +133,21 @@ def multiple_choice(task: Task, response: str) -> float:
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*\n(.*?)\n?\s*```$", re.DOTALL)
 
 
+# A plausible address: one @, no spaces, a dot in the domain (jsonschema's own check is only
+# that "@" occurs, so "@" alone would pass).
+_EMAIL = re.compile(r"[^@\s]+@[^@\s.]+(\.[^@\s.]+)+")
+
+
+def _format_checker(cls: Any) -> Any:
+    """The draft's format checker (date, time, ipv4, ipv6, uuid, regex, ... and whichever need
+    optional packages and are installed), with a stricter email."""
+    checker = type(cls.FORMAT_CHECKER)(formats=())
+    checker.checkers = dict(cls.FORMAT_CHECKER.checkers)  # a copy: the draft's own is shared
+    for name in ("email", "idn-email"):
+        checker.checks(name)(lambda value: not isinstance(value, str) or _EMAIL.fullmatch(value) is not None)
+    return checker
+
+
 @functools.lru_cache(maxsize=256)
 def _schema_validator(schema_json: str) -> Any:
     import jsonschema
@@ -143,12 +158,41 @@ def _schema_validator(schema_json: str) -> Any:
         cls.check_schema(schema)
     except jsonschema.SchemaError as err:
         raise ValueError(f"invalid JSON schema: {err.message}") from None
-    return cls(schema)
+    return cls(schema, format_checker=_format_checker(cls))
+
+
+class _NotJSON(ValueError):
+    """Python's parser accepts what JSON does not (NaN, Infinity, 1e999 as inf) and lets the last of
+    two equal keys win, which hides an invalid first value: all of these make the answer not JSON."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJSON(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotJSON(f"{text} overflows a float")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise _NotJSON("duplicate key")
+    return result
+
+
+def strict_json(text: str) -> Any:
+    """json.loads that refuses NaN, Infinity, numbers that overflow and duplicate keys (ValueError)."""
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, object_pairs_hook=_unique_keys)
 
 
 def json_schema(task: Task, response: str) -> float:
-    """1 when the answer (a ```json fence is allowed around it) is JSON valid under the JSON schema
-    in `task.metadata["schema"]`; 0 when it is not JSON or breaks the schema."""
+    """1 when the answer (a ```json fence is allowed around it) is strict JSON (strict_json) valid
+    under the JSON schema in `task.metadata["schema"]`, `format` included (email, date, ...); 0
+    when it is not JSON or breaks the schema."""
     schema = task.metadata.get("schema")
     if not isinstance(schema, (dict, bool)):
         raise ValueError(f"task {task.id!r}: verifier 'json_schema' needs metadata['schema'] (a JSON schema object)")
@@ -163,7 +207,7 @@ def json_schema(task: Task, response: str) -> float:
     if fenced:
         text = fenced.group(1)
     try:
-        value = json.loads(text)
+        value = strict_json(text)
     except (ValueError, RecursionError):
         return 0.0
     return 1.0 if validator.is_valid(value) else 0.0
