@@ -43,12 +43,17 @@ _NUMBER = re.compile(
 
 def _tags(response: str) -> str | None:
     """Searching backwards from the last closing tag means earlier drafts ("<answer>5</answer> no,
-    wait ... <answer>7</answer>") and stray opening tags do not leak into the answer."""
+    wait ... <answer>7</answer>") and stray opening tags do not leak into the answer. Nested tags
+    ("<answer>3<answer>5</answer></answer>") state no one answer: the content would hold a tag
+    ("5</answer>"), and that is no answer at all rather than a number or a pattern's match."""
     end = response.rfind(ANSWER_CLOSE)
     start = response.rfind(ANSWER_OPEN, 0, end) if end >= 0 else -1
     if start < 0:
         return None
-    return response[start + len(ANSWER_OPEN) : end].strip()
+    content = response[start + len(ANSWER_OPEN) : end]
+    if ANSWER_CLOSE in content or ANSWER_OPEN in content:
+        return None
+    return content.strip()
 
 
 def _balanced(text: str, open_at: int) -> int | None:

@@ -15,6 +15,7 @@ import functools
 import json
 import math
 import re
+import unicodedata
 from fractions import Fraction
 from typing import Any, Callable
 
@@ -38,8 +39,10 @@ class UnknownVerifierError(KeyError):
 
 
 def normalize(text: str) -> str:
-    """Case and whitespace are not part of an answer's meaning for exact matching."""
-    return " ".join(text.split()).casefold()
+    """Case and whitespace are not part of an answer's meaning for exact matching. NFC so that a
+    composed and a decomposed "é" are one letter; `lower()`, not `casefold()`: case folding maps
+    "ß" to "ss" and so makes different words equal (German "Maße", dimensions, and "Masse", mass)."""
+    return unicodedata.normalize("NFC", " ".join(text.split())).lower()
 
 
 def exact(task: Task, response: str) -> float:
@@ -218,11 +221,14 @@ def json_schema(task: Task, response: str) -> float:
 
 @functools.lru_cache(maxsize=1024)
 def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.DOTALL)
+    # No DOTALL: under it `answer: .*` fully matches "answer: 5\nno wait, 7", whatever follows the
+    # line the pattern was written for. A pattern that wants `.` to cross lines says `(?s)`.
+    return re.compile(pattern)
 
 
 def regex(task: Task, response: str) -> float:
-    """1 when the answer (stripped) fully matches `task.metadata["pattern"]` (`.` matches newlines)."""
+    """1 when the answer (stripped) fully matches `task.metadata["pattern"]`. `.` does not match a
+    newline unless the pattern opts in with `(?s)`."""
     pattern = task.metadata.get("pattern")
     if not isinstance(pattern, str):
         raise ValueError(f"task {task.id!r}: verifier 'regex' needs metadata['pattern'] (a regular expression)")
