@@ -40,16 +40,28 @@ def _parse(text: str, wrap: bool) -> list:
     from math_verify import parse  # imported here: it pulls in sympy, which most runs never need
 
     text = text.strip()
-    if wrap and text and "$" not in text:
-        parsed = parse(f"${text}$", parsing_timeout=None)
+    wrapped = f"${text}$" if text and "$" not in text else None
+    # Wrapped first for an expression (the relation survives); as free text first for prose.
+    for candidate in (wrapped, text) if wrap else (text, wrapped):
+        parsed = parse(candidate, parsing_timeout=None) if candidate else []
         if parsed:
             return parsed
-    return parse(text, parsing_timeout=None)
+    return []
+
+
+def _is_prose(text: str) -> bool:
+    """A word of 3+ letters outside LaTeX commands and `\\text{}`: "18 dollars", "sin(x)"."""
+    return _PROSE.search(_TEXT_COMMAND.sub(" ", text)) is not None
 
 
 @functools.lru_cache(maxsize=4096)
 def _gold(answer: str) -> list:
-    return _parse(answer, wrap=True)
+    """The reference parsed; `x = 3` (a name, then the value) is the value 3, as in an answer."""
+    parsed = _parse(answer, wrap=not _is_prose(answer))
+    sides = _equation_sides(parsed[0]) if parsed else None
+    if sides is not None and len(sides) == 2 and _is_name(sides[0]) and not _is_name(sides[1]):
+        return [sides[1], parsed[1]]
+    return parsed
 
 
 def _is_relation(expr) -> bool:
@@ -98,11 +110,11 @@ def math_equal(task: Task, response: str) -> float:
     span = spans[-1][2] if spans else answer
     if not span.strip():
         return 0.0
-    gold_is_relation = _is_relation(gold[0]) or bool(_RELATION.search(task.answer) or _EQUALS.search(task.answer))
+    gold_is_relation = _is_relation(gold[0]) or bool(_RELATION.search(task.answer))
     # Checked on the text: `\\approx` and `\\to` parse away to their right-hand side.
     if not gold_is_relation and _RELATION.search(span):
         return 0.0
-    prose = _PROSE.search(_TEXT_COMMAND.sub(" ", span)) is not None
+    prose = _is_prose(span)
     if prose and not gold_is_relation and _EQUALS.search(span):
         return 0.0
     predicted = _parse(span, wrap=not prose)

@@ -53,6 +53,13 @@ def test_math_keeps_right_answers(answer: str) -> None:
         (r"\pm 3", "3", 0.0),
         ("(1, 2]", "(1,2]", 1.0),  # the reference is parsed whole, not as its last number
         ("(1, 2]", "2", 0.0),
+        ("x = 3", "3", 1.0),  # a reference `x = 3` is the value 3, as an answer `x = 3` is
+        ("x = 3", "x = 3", 1.0),
+        ("x = 3", "5 = 3", 0.0),
+        ("x = 3", "x < 3", 0.0),
+        ("y = 2x+1", "y = 1+2x", 1.0),
+        ("y = 2x+1", "y = 2x", 0.0),
+        ("18 dollars", "18", 1.0),  # a worded reference is read as text, not as 18*d*o*l*l*a*r*s
     ],
 )
 def test_math_relation_and_interval_references(gold: str, answer: str, score: float) -> None:
