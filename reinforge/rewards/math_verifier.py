@@ -5,13 +5,14 @@ relation by its right-hand side: for the reference `3` it accepts `x \\neq 3`, `
 `5 = 3` and `x=5, y=3`. Here the extracted answer is parsed as one LaTeX expression (wrapped in
 `$...$`) so that the relation survives the parse, and then:
 
-- a reference that is itself a relation (`x \\leq 3`, `y = 2x+1`) is compared by math-verify as is;
+- a reference `name = value` (`x = 3`, `y = 2x+1`) is its value, as an answer is; a reference that
+  is another relation (`x \\leq 3`, `\\pm 3`) is compared with the answer by math-verify as is;
 - otherwise an answer that is an inequality, `\\neq`, `\\pm`, `\\approx`, `\\to` (and the like) or a
   list of equations scores 0; an equation or chain of equations (`x = 3`, `x = 1+2 = 3`) scores 1
   only when every side that is not a bare name (`x`, `x_1`, `f(x)`) equals the reference, so
   `x = 3` and `3 = x` keep 1 while `5 = 3` and `x = 5 = 3` get 0.
-- An answer that reads as prose (a word of 3+ letters outside LaTeX commands, which happens only
-  when a response states its answer in neither `<answer>` tags nor `\\boxed{}`) is left to
+- An answer that reads as prose (a word of 3+ letters outside LaTeX commands, typically
+  a response that states its answer in neither `<answer>` tags nor `\\boxed{}`) is left to
   math-verify's free-text extraction, and scores 0 when it writes any relation sign at all.
 """
 
