@@ -146,3 +146,21 @@ def test_shared_aliases_below_the_bound_still_load(tmp_path):
     assert cfg.task.params["b"] == {"x": 1, "y": [1, 2]}
     assert len(cfg.task.params["c"]) == 101 and 101 * 100 < MAX_EXPANDED_NODES
     assert cfg.trainer.seed == 2**32 - 1 and cfg.algo.lr == 2e-5
+
+
+def test_the_largest_seed_reaches_the_sampler_in_every_derived_form(nano_model, arithmetic_prompts):
+    """trainer.seed < 2**32 is accepted; the seeds derived from it (a step's rounds, a multi-turn
+    episode's turns) pass 2**64 and must still seed the engine, the same way torch reads seeds."""
+    from reinforge.engines.base import SamplingParams
+    from reinforge.engines.torch_engine import TorchEngine
+    from reinforge.rollout.episodes import turn_seed
+    from reinforge.trainer.collect import round_seed, step_seed
+
+    engine = TorchEngine(nano_model, 0)
+    params = SamplingParams(max_new_tokens=4)
+    largest = load_config(RECIPE, [f"trainer.seed={2**32 - 1}"]).trainer.seed
+    derived = turn_seed(round_seed(step_seed(largest, 200), 3), 2)
+    assert derived >= 2**64
+    tokens = lambda seed: [g.token_ids for g in engine.generate(arithmetic_prompts, params, seed=seed)]  # noqa: E731
+    assert tokens(derived) == tokens(derived % 2**64)
+    assert tokens(-1) == tokens(2**64 - 1)  # unchanged: torch took -1 as 2**64 - 1 before
