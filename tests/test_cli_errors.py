@@ -71,6 +71,7 @@ CASES = [
     ("--output under a regular file", ["train", RECIPE, "--output", "{file}/run"], "is a file, not a directory"),
     ("sft --output is a regular file", ["sft", RECIPE, "--output", "{file}"], "is a file, not a directory"),
     ("trainer.output_dir is a regular file", ["train", RECIPE, "trainer.output_dir={file}"], "trainer.output_dir"),
+    ("config validate, trainer.output_dir a file", ["config", "validate", RECIPE, "trainer.output_dir={file}"], "is a file, not a directory"),
     ("eval --output is a regular file", ["eval", "--model", "{file}", "--output", "{file}"], "is a file, not a directory"),
     ("compare --output is a regular file", ["compare", RECIPE, "--algos", "grpo", "--output", "{file}"], "is a file, not a directory"),
     ("seed 2**70", ["train", RECIPE, f"trainer.seed={2**70}"], "trainer.seed"),
