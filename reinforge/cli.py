@@ -7,7 +7,9 @@ import signal
 import sys
 from pathlib import Path
 
+from reinforge.cli_checks import check_resume_options, check_serve_port
 from reinforge.config import ConfigError, dump_config, load_config
+from reinforge.config.output_dir import check_output_dir
 from reinforge.config_resume import resume_config
 from reinforge.run.run_errors import CheckpointError, RunInterrupted
 
@@ -122,6 +124,7 @@ def report_command(args: argparse.Namespace) -> int:
 
 
 def config_from_args(args: argparse.Namespace):
+    check_resume_options(args)
     overrides = list(args.overrides)
     for flag in ("workers", "learners"):
         if getattr(args, flag, None) is not None:
@@ -143,7 +146,10 @@ def config_from_args(args: argparse.Namespace):
             overrides.append("sft.steps=0")
     if args.output is not None:
         overrides.append(f"trainer.output_dir={args.output}")
-    return load_config(args.recipe or "default", overrides)
+    cfg = load_config(args.recipe or "default", overrides)
+    if cfg.trainer.output_dir is not None:  # a file or an unwritable directory fails here, not after the model loads
+        check_output_dir(cfg.trainer.output_dir, "--output" if args.output is not None else "trainer.output_dir")
+    return cfg
 
 
 def config_command(args: argparse.Namespace) -> int:
@@ -202,13 +208,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "model":
             return model_command(args)
         if args.command == "serve":
+            check_serve_port(args.port)
             from reinforge.gateway.serve_command import serve
 
             return serve(args.model_dir, args.port, args.model_name, args.tool_format, args.max_new_tokens)
         if args.command == "config":
             return config_command(args)
         if args.command == "eval":
+            if args.output is not None:
+                check_output_dir(args.output, "--output")
             return eval_command(args)
+        if args.command == "compare" and args.output is not None:
+            check_output_dir(args.output, "--output")
         cfg = config_from_args(args) if args.command != "compare" else None
         # Imported only now, so that `--help` and config errors answer without loading torch.
         from transformers.utils import logging as hf_logging

@@ -28,8 +28,45 @@ _YamlLoader.add_implicit_resolver(
 )
 
 
+# A recipe's tree once every alias is expanded may hold at most this many nodes. Aliases share a
+# node, so a 10-line "billion laughs" file (each line a list of aliases to the line above) composes
+# in microseconds but expands to 10**9 values, which merging, validation and dumping would walk.
+MAX_EXPANDED_NODES = 100_000
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int], open_nodes: set[int]) -> int:
+    """Nodes in `node`'s tree with aliases expanded, counted once per distinct node (memo), so the
+    count costs the size of the YAML, not of its expansion."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if key in open_nodes:
+        raise ConfigError("invalid YAML: an alias refers to a node that contains it (a recursive recipe); write the values out")
+    open_nodes.add(key)
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(child, memo, open_nodes) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, memo, open_nodes) + _expanded_size(v, memo, open_nodes) for k, v in node.value)
+    open_nodes.discard(key)
+    memo[key] = min(size, MAX_EXPANDED_NODES + 1)  # capped: a bomb's count would grow without bound
+    return memo[key]
+
+
 def _load_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_YamlLoader)  # noqa: S506 - a SafeLoader subclass
+    loader = _YamlLoader(text)  # a SafeLoader subclass
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, {}, set()) > MAX_EXPANDED_NODES:
+            raise ConfigError(
+                f"invalid YAML: its anchors and aliases (&name / *name) expand to more than {MAX_EXPANDED_NODES:,} values "
+                "(a \"billion laughs\" file?); write a recipe without nested aliases"
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def load_yaml_file(path: Path) -> Any:
@@ -52,6 +89,8 @@ def load_yaml_file(path: Path) -> Any:
         ) from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: invalid YAML: {err}") from None
+    except ConfigError as err:  # _load_yaml's own refusals (alias bombs, recursion) name no file
+        raise ConfigError(f"{path}: {err}") from None
 
 
 def recipe_path(name_or_path: str) -> Path:
@@ -85,6 +124,8 @@ def apply_override(tree: dict[str, Any], dotted: str) -> None:
         node[parts[-1]] = _load_yaml(raw) if raw.strip() else None
     except yaml.YAMLError as err:
         raise ConfigError(f"override {key}: the value {raw!r} is not valid YAML ({err.problem}); quote it or use a recipe file") from None
+    except ConfigError as err:
+        raise ConfigError(f"override {key}: {err}") from None
 
 
 def _section_keys(loc: tuple) -> list[str]:
@@ -110,6 +151,8 @@ def _format_validation_error(err: ValidationError) -> str:
             lines.append(f"  {key}: no such config key; {here}every key is documented in docs/config.md")
         else:
             lines.append(f"  {key}: {e['msg']} (got {e.get('input')!r})")
+    if len(lines) == 1:  # one mistake, one line
+        return "invalid config: " + lines[0].strip()
     return "invalid config:\n" + "\n".join(lines)
 
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Section(BaseModel):  # schema.Section's rules (unknown keys are errors); schema.py imports this file
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class EntropyCollapseMonitor(_Section):

@@ -20,7 +20,9 @@ class ConfigError(ValueError):
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # allow_inf_nan=False: no float setting means anything as inf or nan (`algo.lr=inf` failed only
+    # at step 1); free-form dicts (task.params, env.params) are Any and keep what they are given.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class LoraConfig(Section):
@@ -486,7 +488,8 @@ class EvalConfig(Section):
 
 class TrainerConfig(Section):
     steps: int = Field(200, ge=0, description="RL steps.")
-    seed: int = Field(0, description="Seed of model init, task generation, sampling and shuffling.")
+    # Below 2**32: per-step sampling seeds are seed * 16,000,048 + ..., and torch takes seeds below 2**64.
+    seed: int = Field(0, ge=0, lt=2**32, description="Seed of model init, task generation, sampling and shuffling (0 <= seed < 2**32).")
     output_dir: str | None = Field(None, description="Run directory; default runs/<timestamp>.")
     sample_every: int = Field(25, gt=0, description="Write sample trajectories every N steps.")
     threads: int | None = Field(

@@ -157,7 +157,9 @@ class TorchEngine:
             raise ValueError(f"decode_hook needs all {len(prompts)} prompts in one batch (max_batch_size={self.max_batch_size})")
         if stop_when is not None and len(prompts) > self.max_batch_size:
             raise ValueError(f"stop_when needs all {len(prompts)} prompts in one batch (max_batch_size={self.max_batch_size})")
-        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        # Derived seeds (step, round, turn: trainer.seed * ~1.6e13 for a multi-turn env) can pass torch's
+        # 64-bit range; mod 2**64 is torch's own reading of the seeds it takes (-1 is 2**64 - 1).
+        generator = torch.Generator().manual_seed(seed % 2**64) if seed is not None else None
         was_training = self.model.training
         self.model.eval()
         try:

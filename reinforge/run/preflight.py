@@ -11,6 +11,7 @@ from reinforge.algos.losses.aggregation import AGGREGATIONS
 from reinforge.algos.losses.policy import REQUIRED_AGGREGATION, get_policy_loss
 from reinforge.algos.losses.value import get_value_loss
 from reinforge.config import Config, ConfigError
+from reinforge.config.output_dir import check_output_dir
 from reinforge.distributed.ray_cluster import INSTALL_HINT, ray_available
 from reinforge.engines.torch_engine import MAX_BATCH_SIZE
 from reinforge.envs.factory import check_env_config
@@ -111,6 +112,7 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
         raise ConfigError("telemetry.wandb=on but the wandb package is not installed: `pip install wandb`, or use auto/off")
     if cfg.trainer.output_dir is not None and not resuming:
         out = Path(cfg.trainer.output_dir)
+        check_output_dir(out, "trainer.output_dir")  # a file or an unwritable directory: before iterdir raises
         if out.exists() and any(out.iterdir()):
             raise ConfigError(
                 f"trainer.output_dir={out} already holds files; choose a new directory, "
