@@ -66,3 +66,13 @@ def spike(values: list[float], window: int, max_value: float, spike_factor: floa
     if median == 0:
         return True, f"up from a median of 0 over the previous {window} steps (above the floor {min_value:g})"
     return True, f"{latest / median:.3g}x its median {median:.3g} over the previous {window} steps (threshold {spike_factor:g}x, above the floor {min_value:g})"
+
+
+def spike_reading(history: History, key: str, name: str, settings, window: int, describe) -> Reading | None:
+    """A detector that watches metric `key` with `spike` and `settings` (max_value, spike_factor,
+    min_value): None when this step did not log it; `describe(value, why)` words a firing."""
+    values = history.values(key)
+    if not values or key not in history.steps[-1]:
+        return None
+    fired, why = spike(values, window, settings.max_value, settings.spike_factor, settings.min_value)
+    return Reading(name, values[-1], fired, describe(values[-1], why) if fired else "")

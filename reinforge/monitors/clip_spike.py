@@ -12,16 +12,11 @@ within one step (an update too large for the trust region) or the data is stale 
 
 from __future__ import annotations
 
-from reinforge.monitors.base import History, Reading, spike
+from reinforge.monitors.base import History, Reading, spike_reading
 
 NAME = "clip_spike"
 ADVICE = "try a lower algo.lr, fewer algo.epochs or algo.mini_batches, or a lower trainer.max_staleness"
 
 
 def check(history: History, settings, window: int) -> Reading | None:
-    values = history.values("clip_frac")
-    if not values or "clip_frac" not in history.steps[-1]:
-        return None
-    fired, why = spike(values, window, settings.max_value, settings.spike_factor, settings.min_value)
-    message = f"clip-fraction spike: {values[-1]:.3g} of the update's tokens were clipped, {why}; {ADVICE}" if fired else ""
-    return Reading(NAME, values[-1], fired, message)
+    return spike_reading(history, "clip_frac", NAME, settings, window, lambda value, why: f"clip-fraction spike: {value:.3g} of the update's tokens were clipped, {why}; {ADVICE}")

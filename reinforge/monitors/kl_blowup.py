@@ -14,16 +14,11 @@ KL while the true reward falls).
 
 from __future__ import annotations
 
-from reinforge.monitors.base import History, Reading, spike
+from reinforge.monitors.base import History, Reading, spike_reading
 
 NAME = "kl_blowup"
 ADVICE = "try a lower algo.lr, a larger algo.kl_coef, a tighter algo.clip_eps or algo.ref_reset_every; check the reward for exploits"
 
 
 def check(history: History, settings, window: int) -> Reading | None:
-    values = history.values("kl_ref")
-    if not values or "kl_ref" not in history.steps[-1]:
-        return None
-    fired, why = spike(values, window, settings.max_value, settings.spike_factor, settings.min_value)
-    message = f"KL blow-up: kl_ref is {values[-1]:.3g}, {why}; {ADVICE}" if fired else ""
-    return Reading(NAME, values[-1], fired, message)
+    return spike_reading(history, "kl_ref", NAME, settings, window, lambda value, why: f"KL blow-up: kl_ref is {value:.3g}, {why}; {ADVICE}")

@@ -13,7 +13,7 @@ or (async schedules) staler data; training on it is how mismatch-driven collapse
 
 from __future__ import annotations
 
-from reinforge.monitors.base import History, Reading, spike
+from reinforge.monitors.base import History, Reading, spike_reading
 
 NAME = "logprob_gap_blowup"
 KEY = "logprob_gap/abs_mean"
@@ -21,9 +21,4 @@ ADVICE = "set algo.tis_cap (e.g. 2.0) to correct with truncated importance weigh
 
 
 def check(history: History, settings, window: int) -> Reading | None:
-    values = history.values(KEY)
-    if not values or KEY not in history.steps[-1]:
-        return None
-    fired, why = spike(values, window, settings.max_value, settings.spike_factor, settings.min_value)
-    message = f"log-prob gap blow-up: the engine's log-probs differ from the learner's by {values[-1]:.3g} nats/token, {why}; {ADVICE}" if fired else ""
-    return Reading(NAME, values[-1], fired, message)
+    return spike_reading(history, KEY, NAME, settings, window, lambda value, why: f"log-prob gap blow-up: the engine's log-probs differ from the learner's by {value:.3g} nats/token, {why}; {ADVICE}")

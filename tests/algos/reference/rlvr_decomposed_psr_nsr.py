@@ -33,7 +33,7 @@ def compute_psr_nsr_outcome_advantage(token_level_rewards, token_level_scores, e
             advantages[correct_idx] *= positive_advantage_weight
             advantages[incorrect_idx] -= 1
         else:
-            raise NotImplementedError
+            raise ValueError(f"unknown advantage {advantage!r} (the authors raise NotImplementedError here)")
         advantages = advantages * eos_mask
 
     return advantages, returns

@@ -38,7 +38,7 @@ def kl_penalty_forward(logprob, ref_logprob, kl_penalty):
         ratio = torch.exp(kl)
         kld = (ratio - kl - 1).contiguous()
         return torch.clamp(kld, min=-10, max=10)
-    raise NotImplementedError
+    raise ValueError(f"unknown kl_penalty {kl_penalty!r} (verl raises NotImplementedError here)")
 
 
 class AdaptiveKLController:
