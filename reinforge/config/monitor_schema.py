@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-
-class _Section(BaseModel):  # schema.Section's rules (unknown keys are errors); schema.py imports this file
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+from reinforge.config.section import Section as _Section
 
 
 class EntropyCollapseMonitor(_Section):
