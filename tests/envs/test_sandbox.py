@@ -41,6 +41,7 @@ def mechanism(request, monkeypatch) -> str:
     """The whole-call bound under test: this machine's best one, and the polled budget."""
     if request.param == "budget":
         monkeypatch.setattr(sandbox_bounds, "detect", lambda: (sandbox_bounds.CallBounds, ()))
+        monkeypatch.setenv(sandbox_bounds.BUDGET_OPT_IN, "1")  # refused without it (tests/envs/test_sandbox_side_doors.py)
     return request.param
 
 
@@ -383,7 +384,7 @@ def test_environment_holds_nothing_of_the_host(monkeypatch) -> None:
     monkeypatch.setenv("REINFORGE_SECRET_TOKEN", "hunter2")
     r = attack("import os\nprint(dict(os.environ))\n")
     environment = eval(r.stdout)
-    assert set(environment) <= {"PATH", "HOME", "LANG", "TMPDIR", "LD_LIBRARY_PATH", "PWD"}
+    assert set(environment) <= {"PATH", "HOME", "LANG", "TMPDIR", "LD_LIBRARY_PATH", "PWD", "MALLOC_ARENA_MAX"}
     assert environment["HOME"] == environment.get("PWD", "/sandbox") == "/sandbox"
 
 

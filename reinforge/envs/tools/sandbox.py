@@ -15,9 +15,10 @@ Layers, outermost first:
   The result names the mechanism (`bounds`) and the bounds the call ran into (`limits_hit`).
 - per-process resource limits set in `preexec_fn`: CPU seconds, address space (one process
   alone cannot take more than the whole call may), processes, file size, open files, no core
-  dumps. bwrap and everything it starts inherit them.
+  dumps, no POSIX message queues. bwrap and everything it starts inherit them.
 - bubblewrap: new user/pid/net/ipc/uts/cgroup namespaces (no network at all, not even
-  loopback to the host), no nested user namespaces, a new session (no TIOCSTI), and a root
+  loopback to the host; bwrap brings the new namespace's own loopback up, so the seccomp filter
+  refuses every socket family but AF_UNIX), no nested user namespaces, a new session (no TIOCSTI), and a root
   filesystem that holds only: /usr (read-only), the Python installation (read-only, at
   /opt/python when it lives outside /usr, e.g. pyenv under /root) with every site-packages /
   dist-packages directory covered by an empty read-only mount (the stdlib only: nothing the host
@@ -25,20 +26,31 @@ Layers, outermost first:
   the sandbox's own pid namespace, and the work directory /sandbox (the cwd). The root and /dev
   are read-only; the ONLY writable storage is /sandbox, a tmpfs of `disk_mb` (/tmp and /dev/shm
   are symlinks into it), so nothing the code writes reaches the host's disk, its total size is
-  capped, and it vanishes with the run. No host path of ours is mounted writable, and
+  capped, and it vanishes with the run. As root that tmpfs is mounted by us with `nr_inodes` too
+  (bwrap cannot pass it): empty files with long names are kernel memory its size does not count
+  (issue 31: 606k files held 916 MB), and on Linux >= 6.6 the inode cap also caps user xattrs.
+  What the host is shows through less: /proc/meminfo shows the call's memory bound, /proc/loadavg
+  an idle machine, the boot id is one of the call's own, and /usr/local/bin (the host's own tools)
+  is an empty directory unless the interpreter lives there. No host path of ours is mounted writable, and
   /proc/self/mountinfo names no work directory (the code arrives through `bwrap --file`, from a
   memfd). No /etc, /root, /home, /work.
 - a seccomp filter (`seccomp.py`, via `bwrap --seccomp`) denying with EPERM the syscalls a Python
   solution never needs: io_uring, keyrings, ptrace and cross-process memory, bpf, perf,
-  userfaultfd, mount and namespace calls, modules, kexec, reboot, clocks; x32 and foreign ABIs too.
-- the interpreter runs isolated: `-I -S -B` (no env vars, no site, no user site, no .pyc).
+  userfaultfd, mount and namespace calls, modules, kexec, reboot, clocks, SysV IPC, message
+  queues, xattrs, inotify; non-unix sockets; x32 and foreign ABIs too.
+- the interpreter runs isolated: `-I -S -B` (no env vars, no site, no user site, no .pyc), with
+  glibc's malloc arenas capped (MALLOC_ARENA_MAX): each thread's arena reserves 64 MB of address
+  space, so under RLIMIT_AS = memory_mb only ~6 threads could start and a thread pool failed.
 - a wall-clock timeout; output read incrementally and capped; on timeout, overflow or a broken
   budget the whole sandbox is killed (bwrap's pid namespace dies with it; every process of the
   call's cgroup, and of the run's uid, is killed as a last sweep).
 
 If bubblewrap is missing or cannot create its namespaces, or there is no seccomp syscall table for
-this architecture, we raise `SandboxUnavailableError`: we never fall back to running the code
-unconfined (DESIGN.md invariant 6).
+this architecture, or no cgroup can be made and the user did not accept the budget
+(REINFORGE_SANDBOX_ALLOW_BUDGET=1, see sandbox_bounds.py), we raise `SandboxUnavailableError`: we
+never fall back to running the code unconfined (DESIGN.md invariant 6). The first call of a process
+sweeps the cgroups and temp directories of sandbox calls whose process was killed mid-call
+(`sandbox_leftovers.py`).
 """
 
 from __future__ import annotations
@@ -56,9 +68,10 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 
-from reinforge.envs.tools import sandbox_bounds, seccomp
+from reinforge.envs.tools import sandbox_bounds, sandbox_leftovers, seccomp
 
 SANDBOX_DIR = "/sandbox"  # the work directory, as the sandboxed code sees it
 _PYTHON_MOUNT = "/opt/python"
@@ -66,6 +79,10 @@ _STACK_BYTES = 8 << 20  # Linux's usual default, whatever the host's shell set
 _UID_RANGE = (1_000_000_000, 2_000_000_000)  # far above any uid in /etc/passwd or subuid maps
 _READ_CHUNK = 65536
 _DEVICES = ("null", "zero", "full", "random", "urandom")
+_INODES_PER_DISK_MB = 128  # files (and links) the tmpfs may hold per MB of its size: ~1.5 KB of kernel memory each
+_MIN_INODES = 1024
+_MALLOC_ARENA_MAX = "2"  # the main arena and one more, shared by all threads
+_LOCAL_BIN = "/usr/local/bin"
 
 
 class SandboxUnavailableError(RuntimeError):
@@ -123,12 +140,29 @@ def _hidden_package_dirs(prefix: str | None) -> tuple[str, ...]:
 
 # As root: bind the interpreter where the unprivileged uid can reach it (pyenv lives under /root,
 # mode 700, which that uid cannot traverse, and bwrap resolves bind sources as the calling uid),
-# in a private mount namespace that dies with the run, then drop to the run's uid and exec bwrap.
+# in a private mount namespace that dies with the run, mount the work tmpfs with the options bwrap
+# cannot give (nr_inodes), owned by the run's uid, then drop to that uid and exec bwrap.
 _ROOT_LAUNCHER = (
-    'set -e; src=$1; dst=$2; id=$3; shift 3; '
+    'set -e; src=$1; dst=$2; id=$3; work=$4; options=$5; shift 5; '
     'if [ -n "$src" ]; then mount --bind "$src" "$dst"; mount -o remount,bind,ro "$dst"; fi; '
+    'mount -t tmpfs -o "$options" tmpfs "$work"; '
     'exec setpriv --reuid="$id" --regid="$id" --clear-groups -- "$@"'
 )
+
+
+def tmpfs_options(disk_mb: int, uid: int) -> str:
+    """Mount options of the call's work tmpfs (as root): its size and inode count, owned by the run's uid."""
+    inodes = max(_MIN_INODES, disk_mb * _INODES_PER_DISK_MB)
+    return f"size={disk_mb << 20},nr_inodes={inodes},mode=0700,uid={uid},gid={uid},nosuid,nodev"
+
+
+def _proc_files(memory_mb: int) -> dict[str, bytes]:
+    """What the sandbox reads instead of the host's memory, load and boot id."""
+    kb = memory_mb << 10
+    meminfo = "".join(f"{key}:{kb if key.startswith('Mem') else 0:>16} kB\n"
+                      for key in ("MemTotal", "MemFree", "MemAvailable", "Buffers", "Cached", "SwapTotal", "SwapFree"))
+    return {"/proc/meminfo": meminfo.encode(), "/proc/loadavg": b"0.00 0.00 0.00 1/1 1\n",
+            "/proc/sys/kernel/random/boot_id": f"{uuid.uuid4()}\n".encode()}
 
 
 def _processes_of(uid: int) -> list[int]:
@@ -159,6 +193,7 @@ def _limits(cpu_s: int, memory_mb: int, nproc: int, max_file_mb: int, bounds: sa
         resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_mb << 20, max_file_mb << 20))
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # POSIX queues are kernel memory too
 
     return apply
 
@@ -237,7 +272,10 @@ def _kill_all(proc: subprocess.Popen, uid: int | None, bounds: sandbox_bounds.Ca
 
 
 def _bwrap_command(bwrap: str, python_dir: str | None, python: str, env: dict[str, str], disk_mb: int,
-                   hidden: tuple[str, ...], code_fd: int, seccomp_fd: int) -> list[str]:
+                   hidden: tuple[str, ...], code_fd: int, seccomp_fd: int, work: str | None = None,
+                   proc_fds: dict[str, int] | None = None) -> list[str]:
+    """bwrap's arguments; `work`: a tmpfs we mounted for /sandbox (else bwrap makes one of
+    `disk_mb`); `proc_fds`: /proc files to show from these descriptors instead of the host's."""
     cmd = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
            "--new-session", "--as-pid-1", "--clearenv", "--hostname", "sandbox",
            "--seccomp", str(seccomp_fd), "--ro-bind", "/usr", "/usr"]
@@ -251,14 +289,20 @@ def _bwrap_command(bwrap: str, python_dir: str | None, python: str, env: dict[st
         cmd += ["--ro-bind", python_dir, _PYTHON_MOUNT]
     for path in hidden:  # an empty, read-only directory over each site-packages
         cmd += ["--size", "4096", "--tmpfs", path, "--remount-ro", path]
-    cmd += ["--proc", "/proc", "--dir", "/dev"]
+    local_bin = os.path.realpath(_LOCAL_BIN)
+    if os.path.isdir(local_bin) and not os.path.realpath(python_dir or python).startswith(local_bin + "/"):
+        cmd += ["--size", "4096", "--tmpfs", _LOCAL_BIN, "--remount-ro", _LOCAL_BIN]
+    cmd += ["--proc", "/proc"]
+    for path, fd in (proc_fds or {}).items():
+        cmd += ["--ro-bind-data", str(fd), path]
+    cmd += ["--dir", "/dev"]
     for name in _DEVICES:
         cmd += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
     for number, name in enumerate(("stdin", "stdout", "stderr")):
         cmd += ["--symlink", f"/proc/self/fd/{number}", f"/dev/{name}"]
     # The one writable mount, size-capped; /tmp and /dev/shm live inside it, so one cap covers all.
-    cmd += ["--size", str(disk_mb << 20), "--tmpfs", SANDBOX_DIR,
-            "--dir", f"{SANDBOX_DIR}/.tmp", "--dir", f"{SANDBOX_DIR}/.shm",
+    cmd += ["--bind", work, SANDBOX_DIR] if work is not None else ["--size", str(disk_mb << 20), "--tmpfs", SANDBOX_DIR]
+    cmd += ["--dir", f"{SANDBOX_DIR}/.tmp", "--dir", f"{SANDBOX_DIR}/.shm",
             "--symlink", "/proc/self/fd", "/dev/fd", "--symlink", f"{SANDBOX_DIR}/.shm", "/dev/shm",
             "--symlink", f"{SANDBOX_DIR}/.tmp", "/tmp",
             "--file", str(code_fd), f"{SANDBOX_DIR}/main.py", "--chdir", SANDBOX_DIR,
@@ -273,12 +317,20 @@ _checked = False
 _check_lock = threading.Lock()
 
 
+def sweep_leftovers() -> list[str]:
+    """Remove the cgroups and temp directories of sandbox calls whose process died mid-call."""
+    return sandbox_leftovers.sweep(tempfile.gettempdir(), sandbox_bounds.detect()[1])
+
+
 def check_sandbox() -> None:
-    """Raise SandboxUnavailableError unless a trivial program runs in the sandbox here."""
+    """Raise SandboxUnavailableError unless a trivial program runs in the sandbox here.
+
+    The first check of a process also sweeps what killed processes' calls left behind."""
     global _checked
     with _check_lock:
         if _checked:
             return
+        sweep_leftovers()
         result = _run("print('ok')", stdin="", timeout_s=10, cpu_s=5, memory_mb=256,
                       max_processes=32, max_file_mb=1, disk_mb=4, max_output_bytes=4096)
         if not (result.ok and result.stdout.strip() == "ok"):
@@ -332,26 +384,36 @@ def _run(code: str, *, stdin: str, timeout_s: float, cpu_s: int, memory_mb: int,
     else:  # cannot switch uid: the limit counts this user's other processes too
         uid = None
         nproc = max_processes + _process_count(os.getuid())
-    env = {"PATH": "/usr/bin:/bin", "HOME": SANDBOX_DIR, "LANG": "C.UTF-8", "TMPDIR": "/tmp", **env}
+    env = {"PATH": "/usr/bin:/bin", "HOME": SANDBOX_DIR, "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+           "MALLOC_ARENA_MAX": _MALLOC_ARENA_MAX, **env}
 
     fds = [_memfd("main.py", code.encode("utf-8")), _memfd("seccomp", syscall_filter)]
+    proc_fds = {path: _memfd(os.path.basename(path), data) for path, data in _proc_files(memory_mb).items()}
+    fds += proc_fds.values()
     base = None
     bounds = None
     try:
-        python_dir = prefix
-        if root and prefix is not None:
-            base = tempfile.mkdtemp(prefix=f"reinforge-sandbox-{os.getpid()}-")  # an empty mount point, nothing else
+        bounds = sandbox_bounds.call_bounds(memory_mb << 20, disk_mb << 20, max_processes)
+        if not bounds.kernel_enforced and (refusal := sandbox_bounds.budget_refusal()) is not None:
+            raise SandboxUnavailableError(refusal)
+        python_dir, work = prefix, None
+        if root:
+            # empty mount points, nothing else: the interpreter's bind and the work tmpfs
+            base = tempfile.mkdtemp(prefix=f"{sandbox_leftovers.PREFIX}{os.getpid()}-")
             os.chmod(base, 0o755)
-            python_dir = os.path.join(base, "python")
-            os.mkdir(python_dir, 0o755)
-        cmd = _bwrap_command(bwrap, python_dir, python, env, disk_mb, _hidden_package_dirs(prefix), *fds)
+            work = os.path.join(base, "work")
+            os.mkdir(work, 0o755)
+            if prefix is not None:
+                python_dir = os.path.join(base, "python")
+                os.mkdir(python_dir, 0o755)
+        cmd = _bwrap_command(bwrap, python_dir, python, env, disk_mb, _hidden_package_dirs(prefix), fds[0], fds[1],
+                             work, proc_fds)
         if root:
             unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
             if unshare is None or setpriv is None:
                 raise SandboxUnavailableError("sandbox: running as root needs util-linux unshare and setpriv")
             cmd = [unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", _ROOT_LAUNCHER,
-                   "sh", prefix or "", python_dir or "", str(uid), *cmd]
-        bounds = sandbox_bounds.call_bounds(memory_mb << 20, disk_mb << 20, max_processes)
+                   "sh", prefix or "", python_dir or "", str(uid), work, tmpfs_options(disk_mb, uid), *cmd]
         if bounds.kernel_enforced:
             # a cgroup's pids.max is the bound; the rlimit stays as a backstop just above it, so
             # the cgroup is what refuses the fork and its counter tells us the bound was hit

@@ -12,6 +12,12 @@ gets, in this order of preference (detected once per process, at the first call)
   (PSS, so pages shared after fork count once) exceeds the memory bound; the process count is
   bounded by RLIMIT_NPROC of the call's private uid. This bound is soft: between two polls the call
   can overshoot by what it can fault in within one interval (tens of MB on one core).
+  It cannot see kernel memory held outside the call's processes and tmpfs, which a cgroup charges
+  to the call: unix-socket queues (issue 31: 600 MB), pipe buffers beyond the per-user quota, page
+  tables; without root, also the tmpfs's inodes. So the budget is REFUSED (the sandbox does not
+  start) unless the user sets REINFORGE_SANDBOX_ALLOW_BUDGET=1, and then it warns once. (SysV IPC,
+  POSIX message queues, extended attributes and non-unix sockets are denied by the seccomp filter
+  in every mode, so no mode has to bound them.)
 
 Either way the sandbox's only writable storage is one size-limited tmpfs (see sandbox.py), so
 host memory for a call is at most `memory_mb + disk_mb`: under a cgroup the tmpfs pages are
@@ -26,6 +32,7 @@ call ever runs outside it. After the call, `hits()` names the bounds the call ra
 from __future__ import annotations
 
 import abc
+import logging
 import os
 import secrets
 import signal
@@ -33,8 +40,11 @@ import subprocess
 import threading
 import time
 
+from reinforge.envs.tools.sandbox_leftovers import PREFIX as _PREFIX
+
 POLL_S = 0.02
-_PREFIX = "reinforge-sandbox-"
+BUDGET_OPT_IN = "REINFORGE_SANDBOX_ALLOW_BUDGET"
+log = logging.getLogger(__name__)
 
 
 def cgroup_name() -> str:
@@ -245,6 +255,9 @@ class CgroupV1Bounds(_CgroupBounds):
         memsw = os.path.join(self.memory_dir, "memory.memsw.limit_in_bytes")
         if os.path.exists(memsw):  # swap accounting on: memory + swap together, so no swapping out
             _write(memsw, str(self.memory_bytes))
+        tcp = os.path.join(self.memory_dir, "memory.kmem.tcp.limit_in_bytes")
+        if os.path.exists(tcp):  # v1 charges TCP buffers only once a limit is set (none may be made: seccomp)
+            _write(tcp, str(self.memory_bytes))
         _write(os.path.join(self.pids_dir, "pids.max"), str(self.max_processes))
 
     def hits(self) -> list[str]:
@@ -366,6 +379,26 @@ def _v2_delegated(directory: str) -> bool:
         return {"memory", "pids"} <= set(_read(control).split())
     except OSError:
         return False
+
+
+_budget_warned = False
+
+
+def budget_refusal() -> str | None:
+    """Why the budget may not bound a call here (None: the user opted in; warned once, loudly)."""
+    global _budget_warned
+    if os.environ.get(BUDGET_OPT_IN) == "1":
+        if not _budget_warned:
+            _budget_warned = True
+            log.warning("sandbox: no cgroup here, running model code under the polled budget because %s=1: "
+                        "kernel memory of a call (unix-socket queues, pipe buffers, page tables) is NOT bounded",
+                        BUDGET_OPT_IN)
+        return None
+    return ("sandbox: no cgroup can be made here (no cgroup v2 with the memory and pids controllers delegated "
+            "to us, no writable cgroup v1 memory and pids hierarchies), and without one the kernel memory a call "
+            "holds outside its processes cannot be bounded (unix-socket queues held 600 MB that way), so model "
+            "code is not run. Run as root or in a delegated cgroup v2 subtree (systemd-run --scope -p Delegate=yes), "
+            f"or set {BUDGET_OPT_IN}=1 to accept the polled budget, which bounds process memory and the tmpfs only")
 
 
 def call_bounds(memory_bytes: int, storage_bytes: int, max_processes: int) -> CallBounds:

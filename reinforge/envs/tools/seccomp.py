@@ -7,7 +7,13 @@ instructions). It is a deny list, not an allow list: a Python program legitimate
 version-dependent set of syscalls, while the ones below are kernel attack surface or escape tools
 (io_uring, kernel keyrings, ptrace and cross-process memory access, BPF, perf, userfaultfd,
 mounts and namespaces, modules, kexec, reboot, swap, clocks, file handles, anonymous memory files)
-that no solution needs.
+that no solution needs, plus the ones whose kernel memory no bound of ours would see (issue 31):
+SysV IPC and POSIX message queues, extended attributes, inotify (which would also show when other
+processes open files under the shared /usr), and every socket family but AF_UNIX. bubblewrap's
+network namespace brings its loopback UP, and TCP buffers on it are charged to no cgroup v1 and
+bounded only by the host-wide `tcp_mem` (one call held 1 GB that way): no task needs a network,
+so `socket()` of any other family fails with EAFNOSUPPORT. (Unix sockets stay: asyncio and
+multiprocessing use them; their buffers are kernel memory a cgroup charges to the call.)
 
 The program, in `struct sock_filter` form (see linux/filter.h, linux/seccomp.h):
 
@@ -17,11 +23,17 @@ The program, in `struct sock_filter` form (see linux/filter.h, linux/seccomp.h):
     jge #0x40000000, deny         ; x86_64 only: x32 numbers are nr | 0x40000000, a second table
     jeq #nr_1, deny               ; one test per denied syscall
     ...
+    jne #nr_socket, allow
+    ld  [16]                      ; seccomp_data.args[0], low word (little-endian): the family
+    jne #AF_UNIX, no_family
+allow:
     ret #SECCOMP_RET_ALLOW
 deny:
     ret #SECCOMP_RET_ERRNO | EPERM
 kill:
     ret #SECCOMP_RET_KILL_PROCESS
+no_family:
+    ret #SECCOMP_RET_ERRNO | EAFNOSUPPORT
 
 Numbers come from the kernel's syscall tables (arch/x86/entry/syscalls/syscall_64.tbl and
 include/uapi/asm-generic/unistd.h for aarch64). On any other machine `filter_program` raises:
@@ -74,7 +86,18 @@ DENIED_SYSCALLS: dict[str, tuple[int | None, int | None]] = {
     # anonymous memory files are charged to no mount: with no cgroup they would escape the budget
     # (the work dir and /dev/shm are size-capped tmpfs, which is where Python puts shared memory)
     "memfd_create": (319, 279), "memfd_secret": (447, 447), "iopl": (172, None), "ioperm": (173, None), "uselib": (134, None),
+    # kernel memory outside the tmpfs's size and the call's processes (issue 31): SysV shared
+    # memory, semaphores and message queues (the ids are made by the *get calls; the stdlib never
+    # uses SysV IPC, multiprocessing uses /dev/shm files), POSIX message queues, extended
+    # attributes (shutil.copystat ignores EPERM), and inotify watches on the shared /usr
+    "shmget": (29, 194), "semget": (64, 190), "msgget": (68, 186), "mq_open": (240, 180),
+    "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7), "setxattrat": (463, 463),
+    "inotify_init": (253, None), "inotify_init1": (294, 26), "inotify_add_watch": (254, 27),
 }
+
+SOCKET_SYSCALL = (41, 198)  # socket(2): only AF_UNIX may be created
+_AF_UNIX = 1
+_SECCOMP_DATA_ARG0 = 16  # offsetof(struct seccomp_data, args[0]); its low word on little-endian
 
 
 class SeccompUnsupportedError(RuntimeError):
@@ -98,18 +121,24 @@ def filter_program(machine: str | None = None) -> bytes:
     if machine == "x86_64":
         body.append((_BPF_JGE_K, _X32_SYSCALL_BIT))
     body += [(_BPF_JEQ_K, nr) for nr in numbers]
-    # Layout: 0 ld arch, 1 jne kill, 2 ld nr, 3.. tests, allow, deny, kill.
-    allow_at = 3 + len(body)
-    deny_at, kill_at = allow_at + 1, allow_at + 2
+    # Layout: 0 ld arch, 1 jne kill, 2 ld nr, 3.. tests, then the socket family check (3
+    # instructions), allow, deny, kill, no_family. BPF jumps only forward, so every target follows.
+    socket_at = 3 + len(body)
+    allow_at = socket_at + 3
+    deny_at, kill_at, no_family_at = allow_at + 1, allow_at + 2, allow_at + 3
     program = [_insn(_BPF_LD_W_ABS, 0, 0, 4),
                _insn(_BPF_JEQ_K, 0, kill_at - 2, _AUDIT_ARCH[machine]),  # jump offsets count from pc+1
                _insn(_BPF_LD_W_ABS, 0, 0, 0)]
     for index, (opcode, k) in enumerate(body):
         pc = 3 + index
         program.append(_insn(opcode, deny_at - pc - 1, 0, k))
-    program += [_insn(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
+    program += [_insn(_BPF_JEQ_K, 0, allow_at - socket_at - 1, SOCKET_SYSCALL[column]),
+                _insn(_BPF_LD_W_ABS, 0, 0, _SECCOMP_DATA_ARG0),
+                _insn(_BPF_JEQ_K, 0, no_family_at - (socket_at + 2) - 1, _AF_UNIX),
+                _insn(_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
                 _insn(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.EPERM),
-                _insn(_BPF_RET_K, 0, 0, _SECCOMP_RET_KILL_PROCESS)]
-    if deny_at - 3 - 1 > 255:  # jt/jf are 8-bit offsets: the first test jumps the farthest
+                _insn(_BPF_RET_K, 0, 0, _SECCOMP_RET_KILL_PROCESS),
+                _insn(_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT)]
+    if kill_at - 2 > 255:  # jt/jf are 8-bit offsets: the arch check jumps the farthest
         raise SeccompUnsupportedError("sandbox: the syscall deny list is too long for 8-bit BPF jumps")
     return b"".join(program)
