@@ -325,8 +325,13 @@ def sweep_leftovers() -> list[str]:
 def check_sandbox() -> None:
     """Raise SandboxUnavailableError unless a trivial program runs in the sandbox here.
 
-    The first check of a process also sweeps what killed processes' calls left behind."""
+    The first check of a process also sweeps what killed processes' calls left behind. A machine
+    where only the budget can bound a call is refused unless the user accepted it (at every check:
+    the setting may change; what is cached is the trivial program's success)."""
     global _checked
+    kind, _ = sandbox_bounds.detect()
+    if kind is sandbox_bounds.CallBounds and (refusal := sandbox_bounds.budget_refusal()) is not None:
+        raise SandboxUnavailableError(refusal)
     with _check_lock:
         if _checked:
             return
