@@ -28,6 +28,11 @@ torch.set_num_threads(1)
 # it on explicitly), and inherited by the subprocesses tests start.
 os.environ.setdefault("WANDB_MODE", "disabled")
 
+# Where no cgroup can be made (an unprivileged CI container), the sandbox refuses to run model code
+# under its polled budget unless accepted: the suite accepts it (its attacks stop themselves at a
+# few hundred MB, and tests/envs/test_sandbox_side_doors.py checks the refusal with this unset).
+os.environ.setdefault("REINFORGE_SANDBOX_ALLOW_BUDGET", "1")
+
 # The real model is fetched into the user's own cache ($REINFORGE_CACHE_DIR, else ~/.cache/reinforge), read before
 # the line below replaces an unset one with a throwaway: it is fetched and converted once per machine, not per session.
 REAL_MODEL_CACHE = native_build.cache_dir()
