@@ -35,6 +35,7 @@ V2_FILES = {
 V1_MEMORY_FILES = {
     "cgroup.procs": "", "memory.limit_in_bytes": "9223372036854771712\n", "memory.memsw.limit_in_bytes": "9223372036854771712\n",
     "memory.max_usage_in_bytes": "0\n", "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
+    "memory.kmem.tcp.limit_in_bytes": "9223372036854771712\n",
 }
 V1_PIDS_FILES = {"cgroup.procs": "", "pids.max": "max\n", "pids.events": "max 0\n"}
 
@@ -251,6 +252,8 @@ def test_v1_limits_hits_and_removal(cgroupfs, tmp_path, sleeper) -> None:
     m, p = Path(bounds.memory_dir), Path(bounds.pids_dir)
     assert m.parent == memory and p.parent == pids and m.name == p.name
     assert read(m / "memory.limit_in_bytes") == read(m / "memory.memsw.limit_in_bytes") == str(276824064)
+    # v1 charges TCP buffers to no cgroup until a TCP limit is set (issue 31: 1 GB outside the bound)
+    assert read(m / "memory.kmem.tcp.limit_in_bytes") == str(276824064)
     assert read(p / "pids.max") == "32"
     assert bounds.hits() == []
     (m / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
