@@ -27,7 +27,7 @@ import secrets
 import threading
 from pathlib import Path
 
-from reinforge.envs.tools.sandbox import run_python
+from reinforge.envs.tools.sandbox import SandboxUnavailableError, check_sandbox, run_python
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 
@@ -81,6 +81,10 @@ class CodeTestsReward:
     deterministic = True  # a pure function of (task, response) up to timeouts: worth caching
 
     def __init__(self, timeout_s: float = 5, memory_mb: int = 256):
+        try:  # a machine that cannot run the tests (no bwrap; no cgroup and the budget not accepted)
+            check_sandbox()  # says so when the reward is built, not as an error on every sample
+        except SandboxUnavailableError as err:
+            raise ValueError(f"code_tests: {err}") from None
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
 

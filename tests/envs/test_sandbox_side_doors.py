@@ -406,3 +406,12 @@ def test_code_tests_pass_a_solution_that_uses_a_thread_pool() -> None:
     task = Task(id="squares", prompt="squares with 8 threads", answer="", verifier="exact",
                 metadata={"tests": ["assert squares(8) == [i * i for i in range(8)]", "assert squares(16)[-1] == 225"]})
     assert run_tests(task, solution, timeout_s=SHORT_PROGRAM_S) == [True, True]
+
+
+def test_code_tests_refuses_the_budget_when_the_reward_is_built(monkeypatch) -> None:
+    from reinforge.rewards.builtin import build_component
+    monkeypatch.setattr(sandbox_bounds, "detect", lambda: (sandbox_bounds.CallBounds, ()))
+    monkeypatch.delenv(sandbox_bounds.BUDGET_OPT_IN, raising=False)
+    for fn in ("code_tests", "code_tests_difficulty"):
+        with pytest.raises(ValueError, match=f"code_tests: sandbox: no cgroup.*{sandbox_bounds.BUDGET_OPT_IN}=1"):
+            build_component(fn, {})  # a config error before compute, not a failure on every sample
