@@ -72,7 +72,7 @@ def lockstep_cut(full, rule) -> list[tuple[list[int], str]]:
 
 def test_a_partial_round_stops_in_lockstep_and_resumes_with_newer_weights(engine, policy, arithmetic_prompts) -> None:
     params = SamplingParams(max_new_tokens=24, temperature=1.0, stop_token_ids=STOPS)
-    must = [False, False, False, True, False]
+    must = [True, False, False, False, False]  # (group 0 ends early for this model and seed: a must-finish that ends last cuts nothing)
     groups = fresh_groups(arithmetic_prompts, 4)
     prompts = [g.prompt_ids for g in groups for _ in g.episodes]
     rule = GroupQuota(torch.arange(5).repeat_interleave(4), torch.zeros(5, dtype=torch.long), torch.full((5,), 4), torch.tensor(must), 2)
@@ -84,7 +84,7 @@ def test_a_partial_round_stops_in_lockstep_and_resumes_with_newer_weights(engine
     assert any(g.finish_reason == "aborted" for g in stopped), "no row was cut short: the test does not exercise the stop"
 
     stats = sample_round(engine, groups, params, 7, 0, 2, must)
-    assert stats.aborted > 0 and sum(g.complete for g in groups) >= 2 and groups[3].complete
+    assert stats.aborted > 0 and sum(g.complete for g in groups) >= 2 and groups[0].complete
     sharpen_(engine.model, seed=1)  # the learner's update
     engine.sync_weights(1)
     again = sample_round(engine, groups, params, 8, 1, 5, [False] * 5)  # resume every unfinished row

@@ -34,19 +34,25 @@ def test_unknown_engine_type_is_a_config_error() -> None:
     assert "engine.type" in str(err.value) and "'torch' or 'vllm'" in str(err.value)
 
 
-@pytest.mark.parametrize(
-    "overrides, key",
-    [
-        (["trainer.partial_rollouts=true", "algo.tis_cap=2"], "trainer.partial_rollouts=True"),
-        (["trainer.schedule=async", "algo.tis_cap=2"], "trainer.schedule=async"),
-        (["workers.workers=2"], "workers.workers=2"),
-    ],
-)
-def test_settings_vllm_cannot_serve_are_refused(monkeypatch, overrides: list[str], key: str) -> None:
+def test_ray_workers_around_vllm_are_refused(monkeypatch) -> None:
     monkeypatch.setattr(vllm_engine, "vllm_available", lambda: True)
     with pytest.raises(ConfigError) as err:
-        check("engine.type=vllm", *overrides)
-    assert key in str(err.value) and "engine.type=torch" in str(err.value)
+        check("engine.type=vllm", "workers.workers=2")
+    assert "workers.workers=2" in str(err.value) and "workers.workers=0" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["trainer.partial_rollouts=true", "trainer.max_staleness=1", "algo.tis_cap=2"],
+        ["trainer.schedule=async", "trainer.max_staleness=2", "algo.tis_cap=2"],
+        ["trainer.schedule=async", "trainer.partial_rollouts=true", "trainer.max_staleness=2", "algo.tis_cap=2"],
+    ],
+)
+def test_async_and_partial_rollouts_pass_the_engine_check_on_vllm(monkeypatch, overrides: list[str]) -> None:
+    monkeypatch.setattr(vllm_engine, "vllm_available", lambda: True)
+    monkeypatch.setattr(vllm_engine, "unsupported_model_reason", lambda config: None)
+    check("engine.type=vllm", *overrides)
 
 
 def test_a_model_vllm_cannot_serve_is_named_with_the_reason(monkeypatch) -> None:
