@@ -1,4 +1,5 @@
-"""The Engine protocol served by N Ray actors, each a `TorchEngine` over its own copy of the model.
+"""The Engine protocol served by N Ray actors, each a `TorchEngine` over its own copy of the model
+(or a `VllmEngine`, with engine.type=vllm: vLLM in a child process of each actor).
 
 `generate` splits the batch into N contiguous shards (sizes differ by at most one; a batch smaller
 than N uses fewer workers), samples them in parallel and concatenates the results in prompt order.
@@ -84,16 +85,22 @@ def shard_seed(seed: int | None, shard: int) -> int | None:
 
 
 class EngineWorker:
-    """The actor body: a TorchEngine over a model rebuilt from the learner's config."""
+    """The actor body: a TorchEngine over a model rebuilt from the learner's config, or a VllmEngine
+    (in its own child process of the actor) when `vllm` holds its options."""
 
     def __init__(
         self, config: Any, param_dtype: torch.dtype, pad_token_id: int, dtype: str, max_batch_size: int, fused: bool, threads: int,
-        decode_kernels: str = "auto",
+        decode_kernels: str = "auto", vllm: dict | None = None,
     ):
         from transformers import AutoModelForCausalLM
 
         configure_process(threads)
         model = AutoModelForCausalLM.from_config(config).to(param_dtype).eval()
+        if vllm is not None:
+            from reinforge.engines.vllm_engine import VllmEngine  # vLLM is optional: imported only here
+
+            self.engine = VllmEngine(model, pad_token_id, dtype=dtype, **vllm)
+            return
         self.engine = TorchEngine(
             model, pad_token_id, dtype=dtype, max_batch_size=max_batch_size, fused=fused, decode_kernels=decode_kernels
         )
@@ -128,7 +135,11 @@ class RayEngine(SharedWeights):
         cpus_per_worker: float = 1.0,
         decode_kernels: str = "auto",
         startup_timeout_s: float | None = None,
+        vllm: dict | None = None,
+        gpus_per_worker: float = 0.0,
     ):
+        """`vllm`: each worker samples with vLLM, started with these VllmEngine options (engine.type=vllm);
+        `gpus_per_worker`: GPUs Ray reserves for each worker (a vLLM worker on a GPU machine needs one)."""
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         if timeout_s <= 0:
@@ -147,9 +158,9 @@ class RayEngine(SharedWeights):
         self.replacements = 0  # workers replaced after dying, over the engine's life
         self._worker_args = (
             model.config, next(model.parameters()).dtype, pad_token_id, dtype, max_batch_size, fused, max(1, int(cpus_per_worker)),
-            decode_kernels,
+            decode_kernels, vllm,
         )
-        self._actor_class = self.ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(EngineWorker)
+        self._actor_class = self.ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker, max_restarts=0)(EngineWorker)
         self._needs_weights: set[int] = set()  # fresh actors (after a timeout) not yet given the weights
         self._actors: list[Any] = [self._spawn() for _ in range(num_workers)]
         self._starting.update(range(num_workers))

@@ -50,7 +50,8 @@ sync schedule's memory is the same as without lanes).
 Partial rollouts: `stop_when` is served by stepping vLLM's engine and aborting the running
 requests once the rule fires, replayed in lock-step so the cut depends on the rows' tokens only
 (reinforge.engines.lockstep_stop). Not served: a decode hook (rollout pruning reads the policy's
-logits inside TorchEngine's decode loop) and Ray actors around vLLM.
+logits inside TorchEngine's decode loop). Ray rollout workers can each run one VllmEngine
+(reinforge.distributed.ray_engine, `vllm=`).
 """
 
 from __future__ import annotations

@@ -123,21 +123,14 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
 
 
 def check_engine(cfg: Config, model_config: dict | None) -> None:
-    """engine.type=vllm: the extra is installed, vLLM serves the model, and no Ray rollout workers
-    (the async schedule and partial rollouts run on vLLM: reinforge.engines.base, the protocol)."""
+    """engine.type=vllm: the extra is installed and vLLM serves the model (the async schedule, partial
+    rollouts and Ray rollout workers run on vLLM: reinforge.engines.base, the protocol)."""
     if cfg.engine.type != "vllm":
         return
     from reinforge.engines import vllm_engine  # no vLLM import until a check needs it
 
     if not vllm_engine.vllm_available():
         raise ConfigError(f"engine.type=vllm: {vllm_engine.INSTALL_HINT}")
-    if cfg.workers.workers > 0:
-        # Not a conflict, a piece not built: the Ray workers each run a TorchEngine. One vLLM process
-        # already batches every request of a step (continuous batching), so it is one engine, not N.
-        raise ConfigError(
-            f"engine.type=vllm cannot run with workers.workers={cfg.workers.workers}: the Ray rollout workers run our PyTorch "
-            "engine, not vLLM (one vLLM engine batches all of a step's requests itself); set workers.workers=0, or engine.type=torch"
-        )
     if model_config is None:  # the tiny Llama built locally: what build_tiny_llama makes of the preset
         hidden, _, heads, _, _ = PRESETS[cfg.model.preset]
         model_config = {"architectures": ["LlamaForCausalLM"], "hidden_size": hidden, "num_attention_heads": heads}

@@ -18,7 +18,6 @@ import torch
 
 from reinforge.config import load_config
 from reinforge.engines.base import SamplingParams
-from reinforge.engines.lockstep_stop import LockstepStop
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.engines.vllm_engine import VllmEngine, vllm_available
 from reinforge.models.tiny_llama import build_tiny_llama
@@ -26,6 +25,7 @@ from reinforge.rollout.partial import GroupQuota, PartialEpisode, PartialGroup, 
 from reinforge.run.pipeline import run_training
 from reinforge.tasks.task import Task
 from reinforge.trainer import rl_loop
+from lockstep_rounds import STOPS, lockstep_cut
 from run_records import run_metrics
 from tests.conftest import sharpen_
 
@@ -33,9 +33,6 @@ pytestmark = [
     pytest.mark.vllm,
     pytest.mark.skipif(not vllm_available(), reason="vLLM is not installed: pip install 'reinforge[vllm]' (docs/scaling.md, 'vLLM')"),
 ]
-
-STOPS = tuple(range(200, 230))  # 30 of the ~260 tokens: a random model's rows end at different lengths
-
 
 @pytest.fixture(scope="module")
 def policy(tokenizer):
@@ -53,21 +50,6 @@ def fresh_groups(prompts: list[list[int]], group_size: int) -> list[PartialGroup
         PartialGroup(Task(id=f"t{i}", prompt="", answer=""), i, list(p), [PartialEpisode() for _ in range(group_size)])
         for i, p in enumerate(prompts)
     ]
-
-
-def lockstep_cut(full, rule) -> list[tuple[list[int], str]]:
-    """Where TorchEngine, sampling these rows one token per step, would have stopped them."""
-    stop = LockstepStop(rule, len(full))
-    for step in range(1, max(len(g.token_ids) for g in full) + 1):
-        held = [min(step, len(g.token_ids)) for g in full]
-        finished = [n == len(g.token_ids) for n, g in zip(held, full)]
-        if stop.update(held, finished) is not None:
-            break
-    out = []
-    for g in full:
-        keep, aborted = stop.cut(len(g.token_ids), True)
-        out.append((g.token_ids[:keep], "aborted" if aborted else g.finish_reason))
-    return out
 
 
 def test_a_partial_round_stops_in_lockstep_and_resumes_with_newer_weights(engine, policy, arithmetic_prompts) -> None:
