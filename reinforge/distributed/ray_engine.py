@@ -1,4 +1,5 @@
-"""The Engine protocol served by N Ray actors, each a `TorchEngine` over its own copy of the model.
+"""The Engine protocol served by N Ray actors, each a `TorchEngine` over its own copy of the model
+(or a `VllmEngine`, with engine.type=vllm: vLLM in a child process of each actor).
 
 `generate` splits the batch into N contiguous shards (sizes differ by at most one; a batch smaller
 than N uses fewer workers), samples them in parallel and concatenates the results in prompt order.
@@ -7,25 +8,18 @@ Shard i is sampled with its own seed: shard 0 takes `seed` itself, shard i > 0 a
 in-process `TorchEngine`'s; with N > 1 the random streams differ from the in-process engine's,
 so samples differ (their distribution does not).
 
-Weights are versioned and verified. `sync_weights(version)` reads the learner model's current
-state_dict (the engine holds a reference to that model, like `TorchEngine`; a LoRA model's merged
-weights, reinforge.models.lora, which a worker's plain model of the base architecture loads), puts it once in the
-object store and has every worker load it; each worker echoes `(version, checksum of the weights
-it now holds)`, and a wrong version or checksum raises `WeightSyncError`. Every generation carries
-the version that sampled it, and a generation from another version is refused too.
+Weights are versioned and verified (reinforge.engines.weight_sync). `sync_weights(version)` reads the
+learner model's current state_dict (the engine holds a reference to that model, like `TorchEngine`;
+a LoRA model's merged weights, reinforge.models.lora, which a worker's plain model of the base
+architecture loads), puts it once in the object store and has every worker load it; each worker
+echoes `(version, checksum of the weights it now holds)`, and a wrong version or checksum raises
+`WeightSyncError`. Every generation carries the version that sampled it, and a generation from
+another version is refused too.
 
-Two users, one set of workers. The async rollout schedule samples training batches with older
-weights than the learner's (a producer thread), while the loop's held-out evaluation samples with
-the learner's current weights through this same engine. `lane()` gives the producer its own view
-of the workers with its own weights (`RayLane.load_weights(state, version)`, versioned and
-verified like a sync). The workers hold one set of weights at a time, so every call runs under
-one lock and first loads its caller's weights if the workers hold another set (same version and
-checksum: nothing to load). Serializing is the simplest correct design here: the loop evaluates
-through the engine it was given, and evaluation is rare (`eval.every`), so a switch costs at most
-two weight loads per evaluation, while a second, local engine for evaluation would sample it with
-other random streams than a sync run with the same workers. `stage_weights(version)` snapshots
-the learner's weights without loading them (the async schedule's publish: the producer, not the
-learner, decides when the workers are busy).
+Two users, one set of workers: the async producer samples through a lane (`lane()`, weights of its
+own: `load_weights(state, version)`) while held-out evaluation samples through the engine with the
+learner's current weights; the workers hold one set at a time and the engine serializes its users
+(`SharedWeights`, reinforge.engines.weight_sync, says why).
 
 Partial rollouts: `generate` forwards per-row token `budgets` and a `stop_when` rule to the
 workers. One worker gets the rule as it is (so it reproduces `TorchEngine` exactly); over several
@@ -45,9 +39,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -56,7 +48,7 @@ from transformers import PreTrainedModel
 from reinforge.distributed.ray_cluster import import_ray, start_ray
 from reinforge.engines.base import Generation, SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
-from reinforge.models.lora import merged_state_dict
+from reinforge.engines.weight_sync import SharedWeights, WeightSet, WeightSyncError, state_checksum
 from reinforge.run.process_settings import configure_process
 
 log = logging.getLogger(__name__)
@@ -70,32 +62,6 @@ class WorkerError(RuntimeError):
 
 class WorkerTimeoutError(WorkerError):
     """A Ray worker did not answer within `timeout_s`."""
-
-
-class WeightSyncError(WorkerError):
-    """A worker holds other weights (version or checksum) than the learner sent."""
-
-
-def state_checksum(state: dict[str, torch.Tensor]) -> str:
-    """BLAKE2b over every tensor's name, dtype, shape and bytes, in state_dict order."""
-    digest = hashlib.blake2b(digest_size=16)
-    for name, tensor in state.items():
-        t = tensor.detach().cpu().contiguous()
-        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        digest.update(t.reshape(-1).view(torch.uint8).numpy().data)
-    return digest.hexdigest()
-
-
-@dataclass(frozen=True)
-class WeightSet:
-    """One set of weights in the object store: what a worker loads, and what it must echo."""
-
-    ref: Any  # ObjectRef of the state_dict
-    version: int
-    checksum: str
-
-    def same(self, other: WeightSet | None) -> bool:
-        return other is not None and (self.version, self.checksum) == (other.version, other.checksum)
 
 
 def shard_bounds(n: int, workers: int) -> list[tuple[int, int]]:
@@ -119,16 +85,22 @@ def shard_seed(seed: int | None, shard: int) -> int | None:
 
 
 class EngineWorker:
-    """The actor body: a TorchEngine over a model rebuilt from the learner's config."""
+    """The actor body: a TorchEngine over a model rebuilt from the learner's config, or a VllmEngine
+    (in its own child process of the actor) when `vllm` holds its options."""
 
     def __init__(
         self, config: Any, param_dtype: torch.dtype, pad_token_id: int, dtype: str, max_batch_size: int, fused: bool, threads: int,
-        decode_kernels: str = "auto",
+        decode_kernels: str = "auto", vllm: dict | None = None,
     ):
         from transformers import AutoModelForCausalLM
 
         configure_process(threads)
         model = AutoModelForCausalLM.from_config(config).to(param_dtype).eval()
+        if vllm is not None:
+            from reinforge.engines.vllm_engine import VllmEngine  # vLLM is optional: imported only here
+
+            self.engine = VllmEngine(model, pad_token_id, dtype=dtype, **vllm)
+            return
         self.engine = TorchEngine(
             model, pad_token_id, dtype=dtype, max_batch_size=max_batch_size, fused=fused, decode_kernels=decode_kernels
         )
@@ -145,8 +117,10 @@ class EngineWorker:
         return os.getpid()
 
 
-class RayEngine:
+class RayEngine(SharedWeights):
     """`num_workers` Ray actors behind the Engine protocol; see the module docstring."""
+
+    supports_decode_hook = False  # a hook (rollout pruning's) reads the learner process's own models
 
     def __init__(
         self,
@@ -161,7 +135,11 @@ class RayEngine:
         cpus_per_worker: float = 1.0,
         decode_kernels: str = "auto",
         startup_timeout_s: float | None = None,
+        vllm: dict | None = None,
+        gpus_per_worker: float = 0.0,
     ):
+        """`vllm`: each worker samples with vLLM, started with these VllmEngine options (engine.type=vllm);
+        `gpus_per_worker`: GPUs Ray reserves for each worker (a vLLM worker on a GPU machine needs one)."""
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
         if timeout_s <= 0:
@@ -176,16 +154,13 @@ class RayEngine:
         self.startup_timeout_s = self.timeout_s if startup_timeout_s is None else float(startup_timeout_s)
         self._starting: set[int] = set()  # workers whose actor has not answered a call yet
         self.cpus_per_worker = cpus_per_worker
-        self.policy_version = 0
+        self._init_weights()
         self.replacements = 0  # workers replaced after dying, over the engine's life
         self._worker_args = (
             model.config, next(model.parameters()).dtype, pad_token_id, dtype, max_batch_size, fused, max(1, int(cpus_per_worker)),
-            decode_kernels,
+            decode_kernels, vllm,
         )
-        self._actor_class = self.ray.remote(num_cpus=cpus_per_worker, max_restarts=0)(EngineWorker)
-        self._lock = threading.RLock()  # one caller at a time on the workers (evaluation vs the async producer)
-        self._mine: WeightSet | None = None  # the weights this engine's own `generate` samples with
-        self._held: WeightSet | None = None  # what the workers hold (kept for replacements)
+        self._actor_class = self.ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker, max_restarts=0)(EngineWorker)
         self._needs_weights: set[int] = set()  # fresh actors (after a timeout) not yet given the weights
         self._actors: list[Any] = [self._spawn() for _ in range(num_workers)]
         self._starting.update(range(num_workers))
@@ -194,35 +169,6 @@ class RayEngine:
         except BaseException:
             self.close()  # no half-started workers left holding CPUs
             raise
-
-    # ------------------------------------------------------------------ the Engine protocol
-
-    def sync_weights(self, version: int) -> None:
-        """Take the learner model's current weights as `version` and load them on every worker now."""
-        self.stage_weights(version)
-        with self._lock:
-            self._push(self._mine)
-
-    def stage_weights(self, version: int) -> None:
-        """Take the learner model's current weights as `version`; the workers load them when this
-        engine next samples (another caller may be using the workers meanwhile)."""
-        self._mine = self._put(merged_state_dict(self.model), version)  # a LoRA policy's merged weights
-        self.policy_version = version
-
-    def generate(
-        self,
-        prompts: list[list[int]],
-        params: SamplingParams,
-        seed: int | None = None,
-        budgets: list[int] | None = None,
-        stop_when: Callable | None = None,
-    ) -> list[Generation]:
-        """As `TorchEngine.generate` (`budgets`, `stop_when`: see the module docstring)."""
-        return self._generate(self._mine, prompts, params, seed, budgets, stop_when)
-
-    def lane(self) -> RayLane:
-        """Another user of these workers, with weights of its own (the async rollout producer)."""
-        return RayLane(self)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -254,14 +200,12 @@ class RayEngine:
         state = {name: tensor.detach().cpu() for name, tensor in state.items()}
         return WeightSet(self.ray.put(state), version, state_checksum(state))
 
-    def _push(self, weights: WeightSet | None) -> None:
+    def _push(self, weights: WeightSet) -> None:
         """Load `weights` on every worker and check each echo (the caller holds the lock)."""
-        if weights is None:
-            raise WeightSyncError("no weights to load: sync_weights was never called")
         self._held = weights
         self._needs_weights.clear()  # every worker gets this version now
         try:
-            calls = {i: self._actors[i].load_weights.remote(weights.ref, weights.version) for i in range(self.num_workers)}
+            calls = {i: self._actors[i].load_weights.remote(weights.payload, weights.version) for i in range(self.num_workers)}
             echoes = self._gather(calls, f"weight sync to version {weights.version}", redo=None)
             for i, echo in echoes.items():
                 self._verify(i, echo)
@@ -297,8 +241,7 @@ class RayEngine:
                 "method, as reinforge.rollout.partial.GroupQuota has): a plain callable sees only one worker's rows"
             )
         with self._lock:
-            if weights is None or not weights.same(self._held):
-                self._push(weights)
+            self._hold(weights)
             self._reload_stale()
 
             def call(i: int) -> Any:
@@ -307,13 +250,7 @@ class RayEngine:
                 return self._actors[i].generate.remote(prompts[start:end], params, shard_seed(seed, i), shard_budgets, rules[i])
 
             shards = self._gather({i: call(i) for i in range(len(bounds))}, "generate", redo=call)
-        results = [g for i in range(len(bounds)) for g in shards[i]]
-        stale = {g.policy_version for g in results} - {weights.version}
-        if stale:
-            raise WeightSyncError(
-                f"workers sampled with policy version(s) {sorted(stale)} but the engine is at {weights.version}"
-            )
-        return results
+        return self.check_versions([g for i in range(len(bounds)) for g in shards[i]], weights)
 
     def _spawn(self) -> Any:
         return self._actor_class.remote(*self._worker_args)
@@ -340,7 +277,7 @@ class RayEngine:
         self._actors[worker] = self._spawn()
         self._starting.add(worker)
         self.replacements += 1
-        ref = self._actors[worker].load_weights.remote(self._held.ref, self._held.version)
+        ref = self._actors[worker].load_weights.remote(self._held.payload, self._held.version)
         self._wait({worker: ref}, "a restart with the current weights")
         echo = self.ray.get(ref, timeout=self.timeout_s)
         self._verify(worker, echo)
@@ -410,7 +347,7 @@ class RayEngine:
             self._load_current_weights(worker)
 
     def _load_current_weights(self, worker: int) -> None:
-        ref = self._actors[worker].load_weights.remote(self._held.ref, self._held.version)
+        ref = self._actors[worker].load_weights.remote(self._held.payload, self._held.version)
         echo = self._gather({worker: ref}, "loading the current weights", redo=None)[worker]
         self._verify(worker, echo)
         self._needs_weights.discard(worker)
@@ -427,35 +364,3 @@ class RayEngine:
             f"{total:g} CPUs, {free:g} free: a worker that gets no CPU never starts (other actors holding CPUs?). "
             "If the cluster has room, a batch may simply need longer: raise workers.timeout_s."
         )
-
-
-class RayLane:
-    """A view of a RayEngine's workers with weights of its own: the async rollout producer's
-    engine. `load_weights` ships a weight snapshot (versioned and verified like a sync); `generate`
-    samples with it, loading it again first if the workers meanwhile served the engine's other
-    user (held-out evaluation, with the learner's current weights)."""
-
-    def __init__(self, engine: RayEngine):
-        self.owner = engine
-        self.policy_version = engine.policy_version
-        self._weights: WeightSet | None = engine._mine
-
-    def load_weights(self, state: dict[str, torch.Tensor], version: int) -> None:
-        weights = self.owner._put(state, version)
-        with self.owner._lock:
-            if not weights.same(self.owner._held):
-                self.owner._push(weights)
-        self._weights, self.policy_version = weights, version
-
-    def sync_weights(self, version: int) -> None:
-        raise TypeError("a RayLane holds weight snapshots, not the learner's live model: use load_weights(state, version)")
-
-    def generate(
-        self,
-        prompts: list[list[int]],
-        params: SamplingParams,
-        seed: int | None = None,
-        budgets: list[int] | None = None,
-        stop_when: Callable | None = None,
-    ) -> list[Generation]:
-        return self.owner._generate(self._weights, prompts, params, seed, budgets, stop_when)

@@ -1,7 +1,28 @@
-"""The Engine protocol: token ids in, sampled token ids + behaviour log-probs out."""
+"""The Engine protocol: token ids in, sampled token ids + behaviour log-probs out.
+
+What every engine (the in-process TorchEngine, the Ray rollout workers, vLLM) carries, so that a
+feature written against the protocol runs on all of them:
+
+- Sampling with per-row budgets (`budgets`), and abort / resume of partial generations
+  (`stop_when`): a row cut short by the stop rule comes back with the tokens it sampled and
+  finish reason "aborted"; feeding prompt + those tokens back with what is left of the budget
+  resumes it (reinforge.rollout.partial). A stop rule is called with the rows finished so far
+  (bool [rows]) each time a row finishes; over several devices it must split per device
+  (`split(devices)`, reinforge.rollout.partial.GroupQuota).
+- Versioned weights: `sync_weights(version)` takes the learner's live weights now;
+  `stage_weights(version)` takes them for the engine's next own sample (an engine whose device
+  another lane is using does not wait for it); `lane()` gives another user of the engine weights
+  of its own, loaded as a named state dict under a version (`WeightLane.load_weights(state,
+  version)`), so the async producer samples with an older snapshot without a model of its own
+  where the engine holds weights outside the trainer (Ray actors, vLLM: engines/weight_sync.py).
+- Optional, declared by `supports_decode_hook`: a hook called every few decode steps that may
+  stop rows (reinforge.engines.decode_hook; rollout pruning), and `release_memory()`
+  (release_sampling_memory).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -42,15 +63,44 @@ class Generation:
     errors: list[str] = field(default_factory=list)
 
 
-class Engine(Protocol):
+class WeightLane(Protocol):
+    """One user of an engine with weights of its own (see `Engine.lane`)."""
+
     policy_version: int
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int | None = None) -> list[Generation]:
-        """Sample one completion per prompt (repeat a prompt to sample a group)."""
+    def load_weights(self, state: dict, version: int) -> None:
+        """Sample with `state` (parameter name -> tensor, the learner's names) as policy `version` from now on."""
+        ...
+
+    def generate(
+        self, prompts: list[list[int]], params: SamplingParams, seed: int | None = None,
+        budgets: list[int] | None = None, stop_when: Callable | None = None,
+    ) -> list[Generation]: ...
+
+
+class Engine(Protocol):
+    policy_version: int
+    supports_decode_hook: bool  # generate takes `decode_hook` (reinforge.engines.decode_hook)
+
+    def generate(
+        self, prompts: list[list[int]], params: SamplingParams, seed: int | None = None,
+        budgets: list[int] | None = None, stop_when: Callable | None = None,
+    ) -> list[Generation]:
+        """Sample one completion per prompt (repeat a prompt to sample a group). `budgets`: each
+        row's own cap on new tokens (<= params.max_new_tokens); `stop_when`: the partial-rollout
+        stop rule (module docstring): rows still running when it fires come back "aborted"."""
         ...
 
     def sync_weights(self, version: int) -> None:
-        """Take the learner's current weights as policy `version`."""
+        """Take the learner's current weights as policy `version`, loaded now."""
+        ...
+
+    def stage_weights(self, version: int) -> None:
+        """As sync_weights, but the load may wait for this engine's next own `generate`."""
+        ...
+
+    def lane(self) -> WeightLane:
+        """Another user of this engine, with weights of its own (the async rollout producer's)."""
         ...
 
     # Optional: `release_memory()` frees what the engine holds only for sampling (a weight copy,

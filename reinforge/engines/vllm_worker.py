@@ -9,17 +9,27 @@ Requests, one at a time, each a tuple (op, payload); every answer is ("ok", resu
 - ("load", (state, version)): reload the weights in place from `state` (name -> tensor, in the
   Hugging Face checkpoint's names) through the worker's `reload_weights` (no restart, no disk);
   answers (version, checksum of the tensors received).
-- ("generate", (prompts, params, seeds, max_tokens, full_vocab)): one completion per prompt.
+- ("generate", (prompts, params, seeds, max_tokens, full_vocab, stop_when)): one completion per
+  prompt, as (token ids, log-probs, finish reason). With a partial-rollout stop rule `stop_when`
+  the requests are stepped one engine step at a time and the running ones aborted once the rule
+  fires, replayed in lock-step (reinforge.engines.lockstep_stop): a row cut short comes back with
+  the tokens it keeps and finish reason "aborted".
 - ("close", None): answers, then the process exits.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import traceback
 from typing import Any
 
 import torch
+
+from reinforge.engines.lockstep_stop import LockstepStop
+from reinforge.engines.weight_sync import state_checksum
+
+_request_ids = itertools.count()  # request ids of stepped calls, unique over the process's life
 
 
 def serve(conn: Any, spec: dict) -> None:
@@ -72,12 +82,6 @@ def _start(spec: dict):
     return LLM(**kwargs)
 
 
-def state_checksum(state: dict[str, torch.Tensor]) -> str:
-    from reinforge.distributed.ray_engine import state_checksum as checksum
-
-    return checksum(state)
-
-
 def _load(llm, state: dict[str, torch.Tensor], version: int) -> tuple[int, str]:
     def reload(worker) -> None:
         worker.reload_weights(weights_iterator=iter(state.items()))
@@ -87,7 +91,9 @@ def _load(llm, state: dict[str, torch.Tensor], version: int) -> tuple[int, str]:
     return version, state_checksum(state)
 
 
-def _generate(llm, prompts: list[list[int]], params: dict, seeds: list[int | None], max_tokens: list[int], full_vocab: bool):
+def _generate(
+    llm, prompts: list[list[int]], params: dict, seeds: list[int | None], max_tokens: list[int], full_vocab: bool, stop_when=None,
+):
     from vllm import SamplingParams, TokensPrompt
 
     requests = [
@@ -104,15 +110,45 @@ def _generate(llm, prompts: list[list[int]], params: dict, seeds: list[int | Non
         )
         for seed, budget in zip(seeds, max_tokens)
     ]
-    outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], requests, use_tqdm=False)
+    tokens = [TokensPrompt(prompt_token_ids=p) for p in prompts]
+    if stop_when is None:
+        completions = [out.outputs[0] for out in llm.generate(tokens, requests, use_tqdm=False)]
+        return [_result(c, len(c.token_ids), c.finish_reason, full_vocab) for c in completions]
+    return _generate_until(llm, tokens, requests, LockstepStop(stop_when, len(prompts)), full_vocab)
+
+
+def _generate_until(llm, prompts: list, requests: list, stop: LockstepStop, full_vocab: bool) -> list:
+    """Step vLLM's engine until every request finished or the stop rule fired (then abort the rest)."""
+    engine = llm.llm_engine
+    ids = [f"reinforge-{next(_request_ids)}" for _ in prompts]
+    row = {request_id: i for i, request_id in enumerate(ids)}
+    for request_id, prompt, request in zip(ids, prompts, requests):
+        engine.add_request(request_id, prompt, request)  # output kind CUMULATIVE: each output holds all tokens so far
+    latest: list[Any] = [None] * len(prompts)
+    finished = [False] * len(prompts)
+    try:
+        while engine.has_unfinished_requests():
+            for out in engine.step():
+                latest[row[out.request_id]], finished[row[out.request_id]] = out, out.finished
+            lengths = [len(out.outputs[0].token_ids) if out is not None else 0 for out in latest]
+            if stop.update(lengths, finished) is not None:
+                break
+    finally:  # the rule fired, or the call failed: no request may stay in the engine for the next call
+        running = [request_id for request_id, done in zip(ids, finished) if not done]
+        if running:
+            engine.abort_request(running)
     results = []
-    for out in outputs:
+    for out, done in zip(latest, finished):
         completion = out.outputs[0]
-        ids = list(completion.token_ids)
-        if full_vocab:  # every token's log-prob per step: [steps, vocab], the caller rescales
-            rows = [[step[t].logprob for t in sorted(step)] for step in completion.logprobs]
-            logprobs: Any = rows
-        else:
-            logprobs = [step[t].logprob for step, t in zip(completion.logprobs, ids)]
-        results.append((ids, logprobs, completion.finish_reason))
+        keep, aborted = stop.cut(len(completion.token_ids), done)
+        results.append(_result(completion, keep, "aborted" if aborted else completion.finish_reason, full_vocab))
     return results
+
+
+def _result(completion, keep: int, reason: str, full_vocab: bool) -> tuple[list[int], Any, str]:
+    """(token ids, log-probs, finish reason) of a completion's first `keep` tokens."""
+    ids = list(completion.token_ids)[:keep]
+    steps = list(completion.logprobs)[:keep]
+    if full_vocab:  # every token's log-prob per step: [steps, vocab], the caller rescales
+        return ids, [[step[t].logprob for t in sorted(step)] for step in steps], reason
+    return ids, [step[t].logprob for step, t in zip(steps, ids)], reason

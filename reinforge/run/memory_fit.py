@@ -329,9 +329,11 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
     if (a.kl_coef > 0 or a.ace_alpha > 0) and lora is None:
         resident["reference model"] = 4 * p
     sampling_copy = 0  # a weight copy held only while sampling (rollout, evaluation)
-    if cfg.engine.type == "vllm":
+    if cfg.engine.type == "vllm" and cfg.workers.workers == 0:  # (with Ray workers vLLM runs in them)
         resident["engine copy"] = engine_bytes * p + (0 if on_gpu else int(cfg.engine.kv_cache_gib * GIB))
         notes["engine copy"] = f"vLLM's weights and engine.kv_cache_gib={cfg.engine.kv_cache_gib}"
+        if cfg.trainer.schedule == "async":  # the snapshots waiting, and the producer's and evaluation's sets the engine switches between
+            resident["async producer"] = (cfg.trainer.max_staleness + 3) * 4 * p
     elif cfg.workers.workers == 0:
         fused_copy = engine_bytes * p if shape.fused else 0
         if cfg.trainer.schedule == "sync":  # released after each rollout (TorchEngine.release_memory)

@@ -150,22 +150,26 @@ def build_critic(cfg: Config, model, tokenizer) -> CriticLearner | None:
 
 def build_engine(cfg: Config, model, pad_token_id: int):
     """The in-process TorchEngine, `workers.workers` Ray actors, or vLLM, behind the same Engine protocol."""
-    w, e = cfg.workers, cfg.engine
+    w, e, r = cfg.workers, cfg.engine, cfg.rollout
+    vllm = None
     if e.type == "vllm":
-        from reinforge.engines.vllm_engine import VllmEngine  # vLLM is optional: imported only here
-
-        r = cfg.rollout
-        return VllmEngine(
-            model, pad_token_id, dtype=r.engine_dtype, truncation=r.top_k > 0 or r.top_p < 1.0, kv_cache_gib=e.kv_cache_gib,
-            startup_timeout_s=e.startup_timeout_s, timeout_s=e.timeout_s, enforce_eager=e.enforce_eager, threads=cfg.trainer.threads,
+        vllm = dict(
+            truncation=r.top_k > 0 or r.top_p < 1.0, kv_cache_gib=e.kv_cache_gib, startup_timeout_s=e.startup_timeout_s,
+            timeout_s=e.timeout_s, enforce_eager=e.enforce_eager, threads=cfg.trainer.threads,
         )
+        if w.workers == 0:
+            from reinforge.engines.vllm_engine import VllmEngine  # vLLM is optional: imported only here
+
+            return VllmEngine(model, pad_token_id, dtype=r.engine_dtype, **vllm)
     if w.workers > 0:
         from reinforge.distributed.ray_engine import RayEngine  # Ray is optional: imported only here
 
         return RayEngine(
             model, pad_token_id, w.workers, dtype=cfg.rollout.engine_dtype,
             timeout_s=w.timeout_s, address=w.address, cpus_per_worker=w.cpus_per_worker, decode_kernels=e.decode_kernels,
-            startup_timeout_s=w.startup_timeout_s,
+            startup_timeout_s=w.startup_timeout_s, vllm=vllm,
+            # vLLM's GPU build owns a device: one per worker where the run is on GPUs
+            gpus_per_worker=1.0 if vllm is not None and cfg.model.device.startswith("cuda") else 0.0,
         )
     return TorchEngine(model, pad_token_id, dtype=cfg.rollout.engine_dtype, decode_kernels=e.decode_kernels)
 

@@ -123,22 +123,14 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
 
 
 def check_engine(cfg: Config, model_config: dict | None) -> None:
-    """engine.type=vllm: the extra is installed, vLLM serves the model, and the run needs nothing
-    VllmEngine does not do (partial rollouts, the async producer's private engine, Ray workers)."""
+    """engine.type=vllm: the extra is installed and vLLM serves the model (the async schedule, partial
+    rollouts and Ray rollout workers run on vLLM: reinforge.engines.base, the protocol)."""
     if cfg.engine.type != "vllm":
         return
     from reinforge.engines import vllm_engine  # no vLLM import until a check needs it
 
     if not vllm_engine.vllm_available():
         raise ConfigError(f"engine.type=vllm: {vllm_engine.INSTALL_HINT}")
-    t = cfg.trainer
-    for key, value, refused, why in (
-        ("trainer.partial_rollouts", t.partial_rollouts, t.partial_rollouts, "stops sampling mid-batch, which only TorchEngine does"),
-        ("trainer.schedule", t.schedule, t.schedule == "async", "samples in a producer thread with a TorchEngine of its own"),
-        ("workers.workers", cfg.workers.workers, cfg.workers.workers > 0, "runs TorchEngines as Ray actors"),
-    ):
-        if refused:
-            raise ConfigError(f"engine.type=vllm cannot run with {key}={value}: that setting {why}; use engine.type=torch or change {key}")
     if model_config is None:  # the tiny Llama built locally: what build_tiny_llama makes of the preset
         hidden, _, heads, _, _ = PRESETS[cfg.model.preset]
         model_config = {"architectures": ["LlamaForCausalLM"], "hidden_size": hidden, "num_attention_heads": heads}

@@ -43,8 +43,11 @@ class PartialCollector:
         max_staleness: int,
         seed: int,
     ):
-        if env.max_turns != 1:
-            raise ValueError("partial rollouts support single-turn envs only")
+        if env.max_turns != 1:  # preflight refuses it by the config (check_schedule); a Python caller gets the reason here
+            raise ValueError(
+                f"trainer.partial_rollouts=true supports single-turn envs only (this env takes up to {env.max_turns} turns): "
+                "a multi-turn episode's env state between turns would have to be carried across rounds"
+            )
         self.env, self.scorer, self.sampler = env, scorer, sampler
         self.prompts, self.group_size, self.params = prompts, group_size, params
         self.in_flight = max(prompts, math.ceil(overprovision * prompts))

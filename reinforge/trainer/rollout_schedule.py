@@ -24,19 +24,21 @@ async (bounded staleness k = `trainer.max_staleness`): a producer thread samples
 
 The weight handoff is versioned: `publish` snapshots the learner's state dict (a copy, taken
 between optimizer steps, so the engine never sees half-updated weights) under its step; the
-producer loads the snapshot it needs into its own copy of the model and engine. Held-out
-evaluation keeps using the loop's engine, synced to the learner on every publish.
+producer samples through a lane of the loop's engine (`Engine.lane()`, reinforge.engines.base),
+loading the snapshot it needs into it (`load_weights(state, version)`). Held-out evaluation keeps
+using the loop's engine, which `publish` gives the learner's weights (`stage_weights`).
 
-With Ray rollout workers (`workers.workers > 0`) the workers are the producer's engine: they hold
-weights of their own, so the producer keeps no model copy; it ships the snapshot it needs to them
-(`RayLane.load_weights`, the versioned and checksummed sync) and samples there. Evaluation still
-goes through the loop's engine, the same workers: the RayEngine serializes its two users and loads
-the caller's weights when the workers hold the other's (evaluation always samples with the
-learner's current weights, the producer with its snapshot). That is the simplest correct design:
-the loop evaluates through the engine it was given, evaluation is rare (`eval.every`), and a
-separate local engine would sample it with other random streams than a sync run on the same
-workers. `publish` only stages the learner's weights for evaluation (`stage_weights`): loading
-them at once would wait for the producer's batch, and then make the producer load its own again.
+What a lane is depends on the engine. The in-process TorchEngine's lane is a TorchEngine over the
+producer's own copy of the model (one process, two weight sets: two models). Ray rollout workers
+(`workers.workers > 0`) and vLLM hold weights outside the trainer, so their lane keeps no model
+copy: it ships the snapshot to the workers / the vLLM process (the versioned, checksummed sync) and
+samples there, while evaluation goes through the engine itself on the same device, which
+serializes its two users and loads the caller's weights when the device holds the other's
+(reinforge.engines.weight_sync): the loop evaluates through the engine it was given, evaluation is
+rare (`eval.every`), and a second engine for evaluation would sample it with other random streams
+than a sync run on the same device. `stage_weights` there only stages the learner's weights:
+loading them at once would wait for the producer's batch, and then make the producer load its own
+again.
 
 Checkpoints: an async schedule is drained at a checkpoint: it finishes every batch the published
 weights allow (up to step s+1+L) and waits; those batches, the partial-rollout pool and the
@@ -57,10 +59,9 @@ from typing import Protocol
 
 from reinforge.config import Config
 from reinforge.engines.base import Engine, SamplingParams, release_sampling_memory
-from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.base import Env
 from reinforge.learner.policy_learner import PolicyLearner
-from reinforge.models.lora import inference_copy, merged_state_dict
+from reinforge.models.lora import merged_state_dict
 from reinforge.rewards.scorer import RewardScorer
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.algos.advantages import get_estimator
@@ -169,22 +170,6 @@ class SyncSchedule:
         self.close()
 
 
-def remote_workers(engine: Engine) -> bool:
-    """Ray rollout workers (a RayEngine): they hold their own weights; see the module docstring."""
-    return hasattr(engine, "lane") and hasattr(engine, "stage_weights")
-
-
-def private_engine(engine: Engine, model) -> TorchEngine:
-    """An engine like the loop's, over the producer's own copy of the model."""
-    if not isinstance(engine, TorchEngine):
-        raise TypeError(f"the async schedule samples in-process with a TorchEngine, not {type(engine).__name__}")
-    twin = TorchEngine(
-        model, engine.pad_token_id, max_batch_size=engine.max_batch_size, fused=engine.fused, decode_kernels=engine.decode_kernels
-    )
-    twin.dtype = engine.dtype
-    return twin
-
-
 def weights_snapshot(learner: PolicyLearner) -> dict:
     """A copy of the weights engines sample with (a LoRA policy's merged ones), safe from the next optimizer step."""
     return {name: t.detach().clone() for name, t in merged_state_dict(learner.model).items()}
@@ -205,17 +190,9 @@ class AsyncSchedule:
     ):
         self.collector, self.eval_engine, self.lag, self.max_staleness = collector, engine, lag, max_staleness
         self.last_step = last_step
-        self.remote = remote_workers(engine)
-        if self.remote:  # the workers hold the producer's weights: no copy here (see the module docstring)
-            self.model = None
-            self.engine = engine.lane()
-            self.engine.load_weights(weights_snapshot(learner), learner.version)
-        else:
-            # the engine's own weights (a plain model, merged under LoRA): only snapshots reach it
-            self.model = model = inference_copy(learner.model)
-            self.engine = private_engine(engine, model)
-            self.engine.sync_weights(learner.version)
-        self.loaded_index = first_step - 1  # the weights the private copy holds now
+        self.engine = engine.lane()  # the producer's: only snapshots reach it (see the module docstring)
+        self.engine.load_weights(weights_snapshot(learner), learner.version)
+        self.loaded_index = first_step - 1  # the weights the producer's lane holds now
         self.published = first_step - 1  # newest publication
         self.weights: dict[int, tuple[int, dict]] = {}  # step -> (learner version, state dict snapshot)
         self.ready: dict[int, tuple[Collected, dict[str, float]]] = {}
@@ -250,12 +227,7 @@ class AsyncSchedule:
                     for old in [i for i in self.weights if i < index]:
                         del self.weights[old]
                 if snapshot is not None:
-                    version, state = snapshot
-                    if self.remote:
-                        self.engine.load_weights(state, version)
-                    else:
-                        self.model.load_state_dict(state)
-                        self.engine.sync_weights(version)
+                    self.engine.load_weights(snapshot[1], snapshot[0])
                     self.loaded_index = index
                 collected, metrics = self.collector.collect(self.engine, step, index)
                 with self.cond:
@@ -294,10 +266,7 @@ class AsyncSchedule:
         return StepBatch(collected, {**metrics, "time/learner_idle": learner_idle, "time/engine_idle": engine_idle})
 
     def publish(self, step: int, learner: PolicyLearner) -> None:
-        if self.remote:
-            self.eval_engine.stage_weights(learner.version)  # loaded on the workers when evaluation samples
-        else:
-            self.eval_engine.sync_weights(learner.version)
+        self.eval_engine.stage_weights(learner.version)  # loaded when evaluation samples (at once in-process)
         with self.cond:
             self.published = step
             if step + 1 + self.lag <= self.last_step:  # the batch that samples with these weights

@@ -112,8 +112,6 @@ def test_budgets_cap_each_row(engine, arithmetic_prompts) -> None:
     budgets = [1, 3, 8, 2, 5]
     out = engine.generate(arithmetic_prompts, SamplingParams(max_new_tokens=6, temperature=1.0), seed=0, budgets=budgets)
     assert [len(g.token_ids) for g in out] == [1, 3, 6, 2, 5]
-    with pytest.raises(VllmEngineError, match="partial rollouts"):
-        engine.generate(arithmetic_prompts, SamplingParams(), stop_when=lambda finished: True)
 
 
 def test_truncation_needs_an_engine_started_for_it(engine, arithmetic_prompts) -> None:
@@ -134,7 +132,7 @@ def test_weight_sync_changes_samples_and_is_verified(engine, policy, tokenizer, 
     sampled = engine.generate(arithmetic_prompts, SamplingParams(max_new_tokens=8), seed=2)
     assert_learner_agrees(policy, arithmetic_prompts, sampled, 1.0)
     # the echo is checked: a learner-side checksum the engine cannot match is refused
-    from reinforge.distributed.ray_engine import WeightSyncError
+    from reinforge.engines.weight_sync import WeightSyncError
     from reinforge.engines import vllm_engine
 
     monkeypatch.setattr(vllm_engine, "state_checksum", lambda state: "not-what-the-engine-received")

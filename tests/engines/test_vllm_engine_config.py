@@ -35,18 +35,18 @@ def test_unknown_engine_type_is_a_config_error() -> None:
 
 
 @pytest.mark.parametrize(
-    "overrides, key",
+    "overrides",
     [
-        (["trainer.partial_rollouts=true", "algo.tis_cap=2"], "trainer.partial_rollouts=True"),
-        (["trainer.schedule=async", "algo.tis_cap=2"], "trainer.schedule=async"),
-        (["workers.workers=2"], "workers.workers=2"),
+        ["trainer.partial_rollouts=true", "trainer.max_staleness=1", "algo.tis_cap=2"],
+        ["trainer.schedule=async", "trainer.max_staleness=2", "algo.tis_cap=2"],
+        ["trainer.schedule=async", "trainer.partial_rollouts=true", "trainer.max_staleness=2", "algo.tis_cap=2"],
+        ["workers.workers=2"],
     ],
 )
-def test_settings_vllm_cannot_serve_are_refused(monkeypatch, overrides: list[str], key: str) -> None:
+def test_async_partial_rollouts_and_ray_workers_pass_the_engine_check_on_vllm(monkeypatch, overrides: list[str]) -> None:
     monkeypatch.setattr(vllm_engine, "vllm_available", lambda: True)
-    with pytest.raises(ConfigError) as err:
-        check("engine.type=vllm", *overrides)
-    assert key in str(err.value) and "engine.type=torch" in str(err.value)
+    monkeypatch.setattr(vllm_engine, "unsupported_model_reason", lambda config: None)
+    check("engine.type=vllm", *overrides)
 
 
 def test_a_model_vllm_cannot_serve_is_named_with_the_reason(monkeypatch) -> None:
@@ -88,3 +88,16 @@ def test_build_engine_starts_vllm_from_the_config(monkeypatch, overrides: list[s
             dict(dtype="bfloat16", truncation=truncation, kv_cache_gib=2, startup_timeout_s=600.0, timeout_s=30.0, enforce_eager=True, threads=1),
         )
     ]
+
+
+def test_build_engine_starts_ray_workers_that_sample_with_vllm(monkeypatch) -> None:
+    from reinforge.distributed import ray_engine
+
+    started = []
+    monkeypatch.setattr(ray_engine, "RayEngine", lambda *args, **kwargs: started.append((args, kwargs)) or "ray")
+    monkeypatch.setattr(vllm_engine, "VllmEngine", lambda *args, **kwargs: pytest.fail("vLLM runs in the workers, not here"))
+    cfg = load_config("default", ["engine.type=vllm", "engine.timeout_s=30", "workers.workers=2", "rollout.top_k=5"])
+    assert build_engine(cfg, "the model", 0) == "ray"
+    (args, kwargs), = started
+    assert args == ("the model", 0, 2) and kwargs["gpus_per_worker"] == 0.0
+    assert kwargs["vllm"] == dict(truncation=True, kv_cache_gib=1, startup_timeout_s=600.0, timeout_s=30.0, enforce_eager=True, threads=1)

@@ -68,6 +68,12 @@ def test_prediction_of_a_tiny_config_by_hand() -> None:
     assert estimate.peak == RUNTIME_BYTES + 16 * p + 62464 + 38400
     held = predict(load_config("default", [*overrides, "trainer.schedule=async"]), model_shape(tiny_config()), prompt_tokens=4)
     assert held.resident["engine copy"] == 4 * p  # the async producer's engine samples during the update
+    # on vLLM the producer's lane keeps no model: the snapshots waiting (k + 1) and the two sets the engine switches between
+    on_vllm = predict(
+        load_config("default", [*overrides, "trainer.schedule=async", "trainer.max_staleness=2", "algo.tis_cap=2", "engine.type=vllm"]),
+        model_shape(tiny_config()), prompt_tokens=4,
+    )
+    assert on_vllm.resident["async producer"] == (2 + 1 + 2) * 4 * p
 
 
 def test_shared_prompts_use_the_engines_layout() -> None:
