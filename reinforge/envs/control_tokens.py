@@ -21,7 +21,10 @@ supports transformers 4.56 and slices rendered text, so the mark / encode pair l
 
 from __future__ import annotations
 
+import copy
 import re
+import threading
+import weakref
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
@@ -35,11 +38,31 @@ class ControlTokenError(ValueError):
     pass
 
 
+_TEXT_TOKENIZERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_TEXT_TOKENIZERS_LOCK = threading.Lock()
+
+
+def text_tokenizer(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
+    """A copy of `tokenizer` that encodes special tokens as text (one per tokenizer, cached).
+
+    Passing split_special_tokens per call flips a flag on the shared Rust tokenizer: two threads
+    encoding at once (the gateway tokenizes requests in worker threads) would then see each
+    other's setting, or fail with "Already borrowed". Each copy keeps one setting for good."""
+    with _TEXT_TOKENIZERS_LOCK:
+        found = _TEXT_TOKENIZERS.get(tokenizer)
+        if found is None:
+            found = copy.deepcopy(tokenizer)
+            found.split_special_tokens = True
+            found("\n", add_special_tokens=False)  # sets the Rust flag now, not under a later concurrent call
+            _TEXT_TOKENIZERS[tokenizer] = found
+        return found
+
+
 class ControlTokens:
     """Marks special tokens in template inputs and encodes rendered text with the marks honoured."""
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase):
-        self.tokenizer = tokenizer
+        self.tokenizer, self._text_tokenizer = tokenizer, text_tokenizer(tokenizer)
         special = {t.content for t in tokenizer.added_tokens_decoder.values() if t.special}
         special |= {t for t in tokenizer.all_special_tokens if t}
         longest_first = sorted(special, key=len, reverse=True)  # a token wins over the tokens it contains
@@ -82,7 +105,8 @@ class ControlTokens:
     def _plain(self, text: str, as_text: bool) -> list[int]:
         if not text:
             return []
-        ids = self.tokenizer(text, add_special_tokens=False, split_special_tokens=as_text).input_ids
+        tokenizer = self._text_tokenizer if as_text else self.tokenizer
+        ids = tokenizer(text, add_special_tokens=False).input_ids
         if as_text and self._special_ids.intersection(ids):
             raise ControlTokenError(
                 f"the tokenizer ({type(self.tokenizer).__name__}) encodes a special token inside text as the control "
