@@ -11,6 +11,7 @@ from reinforge.cli_checks import check_resume_options, check_serve_port
 from reinforge.config import ConfigError, dump_config, load_config
 from reinforge.config.output_dir import check_output_dir
 from reinforge.config_resume import resume_config
+from reinforge.file_checks import check_files_first
 from reinforge.run.run_errors import CheckpointError, RunInterrupted
 
 # `reinforge train` ended early because a training-health monitor fired with monitor.action=stop
@@ -181,6 +182,7 @@ def eval_command(args: argparse.Namespace) -> int:
     if args.samples:  # --samples 0: greedy only, which the config's eval.samples (>= 1, for training) cannot say
         overrides.append(f"eval.samples={args.samples}")
     chosen = eval_config(args.model, args.recipe, overrides)
+    check_files_first(chosen.config)
     from transformers.utils import logging as hf_logging
 
     from reinforge.evals.eval_command import run_eval
@@ -226,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "compare" and args.output is not None:
             check_output_dir(args.output, "--output")
         cfg = config_from_args(args) if args.command != "compare" else None
+        if cfg is not None:  # a missing dataset or a broken model directory answers now, not after torch loads
+            check_files_first(cfg)
         # Imported only now, so that `--help` and config errors answer without loading torch.
         from transformers.utils import logging as hf_logging
 
