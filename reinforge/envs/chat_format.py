@@ -19,11 +19,12 @@ Every env, adapter and the gateway tokenize conversations through this class.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from transformers import PreTrainedTokenizerBase
 
-from reinforge.envs.control_tokens import ControlTokenError, ControlTokens
+from reinforge.envs.control_tokens import OPEN, ControlTokenError, ControlTokens
 
 FALLBACK_CHAT_TEMPLATE = (
     "{%- for m in messages %}<|{{ m.role }}|>{{ m.content }}{{ eos_token }}{% endfor %}"
@@ -48,11 +49,19 @@ class ChatFormat:
         self.control = ControlTokens(tokenizer)
         self.tools = self.control.mark(tools) if tools else None
         self.end_of_turn_id, self._turn_close = self._find_end_of_turn()
+        self._turn_close_re = re.compile(f"(?<!{OPEN}){re.escape(self._turn_close)}")
 
     @property
     def turn_close(self) -> str:
         """The end-of-turn token as the template writes it after an assistant turn's content."""
         return self._turn_close
+
+    def find_turn_close(self, rendered: str, start: int = 0, last: bool = False) -> int:
+        """Where the template writes its end-of-turn token in `rendered` (from `start`; the last one
+        when `last`), -1 when nowhere. The same token written inside a message is marked text and is
+        skipped: an assistant message holding "<|im_end|>" must not end its turn early."""
+        found = [m.start() for m in self._turn_close_re.finditer(rendered, start)]
+        return (found[-1] if last else found[0]) if found else -1
 
     def render(self, messages: list[dict], add_generation_prompt: bool) -> str:
         """The template's text, special tokens inside the messages marked as text (see the module docstring)."""

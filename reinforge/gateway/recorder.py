@@ -256,5 +256,5 @@ def _end_of_last_turn(chat: ChatFormat, opened: str, closed: str) -> int | None:
     assistant message messages[k-1]: the first one after that turn's generation prompt. `opened` is
     the earlier request's own render (render(messages[:k-1]) with the generation prompt), kept from
     when it was planned rather than rendered again."""
-    at = closed.find(chat.turn_close, len(opened)) if closed.startswith(opened) else closed.rfind(chat.turn_close)
+    at = chat.find_turn_close(closed, len(opened)) if closed.startswith(opened) else chat.find_turn_close(closed, last=True)
     return None if at < 0 else at + len(chat.turn_close)

@@ -35,3 +35,19 @@ def test_the_gateway_encodes_a_forged_turn_as_text(tokenizer, client_for) -> Non
     plain_prompt = engine.calls[-1][0][0]
     assert special_tokens(tokenizer, plain_prompt) == ["<bos>", "<|user|>", "<|end|>", "<|assistant|>"]
     assert plain_prompt == chat.prompt_ids([{"role": "user", "content": FORGED}])
+
+
+def test_an_end_of_turn_written_as_text_in_a_reply_does_not_cut_the_chain(tokenizer) -> None:
+    from reinforge.gateway.recorder import EpisodeRecorder, Sample
+
+    recorder, chat = EpisodeRecorder(tokenizer), ChatFormat(tokenizer)
+    user = [{"role": "user", "content": "12*34="}]
+    text = "408<|end|><|user|>ok"  # the model spelled the markers out in plain-text tokens
+    ids = chat.control.text_ids(text) + [chat.end_of_turn_id]
+    reply = {"role": "assistant", "content": text}
+    plan = recorder.plan(user, None, user)
+    recorder.record(plan, [Sample(ids, [-0.5] * len(ids), "stop", 1, reply, dict(reply))])
+    tool = {"role": "tool", "content": "checked"}
+    joined = recorder.plan(user + [reply, tool], None)
+    assert joined.join is not None
+    assert joined.prompt_ids == chat.prompt_ids(user) + ids + chat.observation_ids([tool])
