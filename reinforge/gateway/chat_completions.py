@@ -54,7 +54,7 @@ async def complete_chat(gateway: "Gateway", req: ChatCompletionRequest, session:
     if req.n > max_n:
         where = f"this session's max_n ({max_n}, the run's group size)" if session else f"max_batch ({max_n})"
         raise GatewayError(400, f"n={req.n} is more than {where}", param="n", code="n_too_large")
-    ready = await gateway.offload(prepare, gateway, req, session)
+    ready = await _prepared(gateway, req, session)
     job = Job(prompt_ids=ready.prompt, n=req.n, params=ready.params, order=ready.order,
               session_key=session.key if session else None,
               seed_base=session.seed if session else (req.seed if req.seed is not None else PLAIN_SEED))
@@ -101,6 +101,23 @@ async def complete_chat(gateway: "Gateway", req: ChatCompletionRequest, session:
         usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                     total_tokens=prompt_tokens + completion_tokens),
     ).model_dump()  # nulls kept, as OpenAI writes them ("content": null beside tool_calls)
+
+
+async def _prepared(gateway: "Gateway", req: ChatCompletionRequest, session: "GatewaySession | None") -> Prepared:
+    """`prepare` in a worker thread. A request abandoned meanwhile (the server shutting down) still
+    finishes preparing there; its plan is then handed back, so its join point is not held forever."""
+    future = gateway._workers.submit(prepare, gateway, req, session)
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        if session is not None:
+            future.add_done_callback(lambda done: _release_abandoned(session, done))
+        raise
+
+
+def _release_abandoned(session: "GatewaySession", done) -> None:
+    if not done.cancelled() and done.exception() is None and done.result().plan is not None:
+        _release(session, done.result().plan)
 
 
 def prepare(gateway: "Gateway", req: ChatCompletionRequest, session: "GatewaySession | None") -> Prepared:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 
 import httpx
 import pytest
@@ -129,3 +130,36 @@ def test_a_flood_of_bad_requests_and_a_good_one_are_answered_while_a_prompt_is_t
     assert good_reply.status_code == 200 and good_reply.json()["choices"][0]["message"]["content"] == "ok"
     assert slow_reply[0].status_code == 200
     assert stats["errors"] == 40 and stats["requests"] == 42
+
+
+def test_a_request_abandoned_while_it_is_tokenized_hands_its_plan_back(tokenizer, held_tokenization) -> None:
+    from reinforge.gateway.chat_completions import _prepared
+    from reinforge.gateway.wire import parse_request
+
+    entered, release = held_tokenization
+    with make_gateway(tokenizer) as gateway:
+        session = gateway.open_session("s", sampling=SamplingParams(max_new_tokens=4), max_calls=4)
+        request = parse_request(json.loads(chat_body(SLOW)))
+
+        async def abandon() -> None:
+            task = asyncio.ensure_future(_prepared(gateway, request, session))
+            while not entered.is_set():
+                await asyncio.sleep(0.01)
+            task.cancel()  # what a server shutting down does to a handler in flight
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(abandon())
+        release.set()
+        planned = None
+        for _ in range(1000):  # the held preparation finishes in its worker thread, then hands its plan back
+            with session.lock:
+                planned = session.recorder._new_chains_planned
+            if planned == 0:
+                break
+            time.sleep(0.01)
+        # a later request starts the session's first chain, not a "split" behind a phantom one
+        reply = post(gateway, "/chat/completions", chat_body("12+3="), url=session.base_url)
+        session.finish()
+    assert planned == 0
+    assert reply.status_code == 200 and session.splits == 0
