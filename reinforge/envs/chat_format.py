@@ -9,19 +9,29 @@ one assistant turn and the start of the next: it is found by rendering a convers
 without the new messages and taking the difference, then tokenized once. The policy's own turns
 are never rendered or re-tokenized: its sampled tokens (ending with the end-of-turn token) stay
 in the episode as they are, which is what keeps training log-probs equal to sampling log-probs.
+
+Every string that goes into the template (message text, tool calls, tool schemas) is marked first
+(reinforge.envs.control_tokens), so a special token written inside content, e.g. a tool output
+holding `<|im_start|>user`, is encoded as text and cannot forge a turn. `render` returns that
+marked text: slice it and hand the pieces to `encode`.
+Every env, adapter and the gateway tokenize conversations through this class.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from transformers import PreTrainedTokenizerBase
+
+from reinforge.envs.control_tokens import OPEN, ControlTokenError, ControlTokens
 
 FALLBACK_CHAT_TEMPLATE = (
     "{%- for m in messages %}<|{{ m.role }}|>{{ m.content }}{{ eos_token }}{% endfor %}"
     "{%- if add_generation_prompt %}<|assistant|>{% endif %}"
 )
 
+TRUNCATED = " [truncated]"  # appended to a clipped observation
 _MARK = "\u2063reinforge-assistant-turn\u2063"  # a string no template writes by itself
 
 
@@ -36,23 +46,48 @@ class ChatFormat:
     def __init__(self, tokenizer: PreTrainedTokenizerBase, tools: list[dict] | None = None):
         self.tokenizer = tokenizer
         self.template = tokenizer.chat_template or FALLBACK_CHAT_TEMPLATE
-        self.tools = tools or None
+        self.control = ControlTokens(tokenizer)
+        self.tools = self.control.mark(tools) if tools else None
         self.end_of_turn_id, self._turn_close = self._find_end_of_turn()
+        self._turn_close_re = re.compile(f"(?<!{OPEN}){re.escape(self._turn_close)}")
 
     @property
     def turn_close(self) -> str:
         """The end-of-turn token as the template writes it after an assistant turn's content."""
         return self._turn_close
 
+    def find_turn_close(self, rendered: str, start: int = 0, last: bool = False) -> int:
+        """Where the template writes its end-of-turn token in `rendered` (from `start`; the last one
+        when `last`), -1 when nowhere. The same token written inside a message is marked text and is
+        skipped: an assistant message holding "<|im_end|>" must not end its turn early."""
+        found = [m.start() for m in self._turn_close_re.finditer(rendered, start)]
+        return (found[-1] if last else found[0]) if found else -1
+
     def render(self, messages: list[dict], add_generation_prompt: bool) -> str:
+        """The template's text, special tokens inside the messages marked as text (see the module docstring)."""
         return self.tokenizer.apply_chat_template(
-            messages, tools=self.tools, chat_template=self.template, tokenize=False,
+            self.control.mark(messages), tools=self.tools, chat_template=self.template, tokenize=False,
             add_generation_prompt=add_generation_prompt,
         )
 
     def encode(self, text: str) -> list[int]:
-        """Rendered template text to ids: its special tokens are already written out in the text."""
-        return self.tokenizer(text, add_special_tokens=False).input_ids
+        """Rendered template text (or a slice of it) to ids: the template's special tokens are control
+        tokens, the ones inside message text are text."""
+        try:
+            return self.control.encode(text)
+        except ControlTokenError as err:
+            raise ChatFormatError(str(err)) from None
+
+    def clip(self, content: str, max_tokens: int) -> str:
+        """`content` (a tool's or env's reply) cut to its first `max_tokens` tokens as text, marked
+        as truncated: an observation cannot fill the context."""
+        try:
+            ids = self.control.text_ids(content)
+        except ControlTokenError as err:
+            raise ChatFormatError(str(err)) from None
+        if len(ids) <= max_tokens:
+            return content
+        return self.tokenizer.decode(ids[:max_tokens]) + TRUNCATED
 
     def prompt_ids(self, messages: list[dict]) -> list[int]:
         """The conversation so far, ending with the generation prompt of an assistant turn."""
@@ -60,7 +95,10 @@ class ChatFormat:
 
     def assistant_ids(self, content: str) -> list[int]:
         """A demonstrated assistant turn as the policy would sample it: content, then end of turn."""
-        return self.encode(content) + [self.end_of_turn_id]
+        try:
+            return self.control.text_ids(content) + [self.end_of_turn_id]
+        except ControlTokenError as err:
+            raise ChatFormatError(str(err)) from None
 
     def observation_ids(self, messages: list[dict]) -> list[int]:
         """What follows a finished assistant turn: `messages` (tool results, user feedback) and

@@ -26,7 +26,6 @@ from reinforge.envs.tools.execution import call_tool
 from reinforge.envs.tools.registry import ToolRegistry
 from reinforge.tasks.task import Task
 
-TRUNCATED = " [truncated]"
 
 
 class ToolEnvError(ValueError):
@@ -87,10 +86,7 @@ class ToolEnv:
         return ToolEpisode(self)
 
     def clip_observation(self, content: str) -> str:
-        ids = self.tokenizer(content, add_special_tokens=False).input_ids
-        if len(ids) <= self.max_observation_tokens:
-            return content
-        return self.tokenizer.decode(ids[: self.max_observation_tokens]) + TRUNCATED
+        return self.chat.clip(content, self.max_observation_tokens)
 
     def assistant_text(self, message: dict) -> str:
         return assistant_text(message, self.tool_format, self.registry)

@@ -31,6 +31,7 @@ by sending its message back.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,8 +154,12 @@ class EpisodeRecorder:
             self._formats[key] = ChatFormat(self.tokenizer, tools=tools)
         return self._formats[key]
 
-    def plan(self, messages: list[dict], tools: list[dict] | None, raw_messages: list[dict] | None = None) -> Plan:
-        """The prompt of a request: a join onto an earlier call's chain, or a new chain."""
+    def plan(self, messages: list[dict], tools: list[dict] | None, raw_messages: list[dict] | None = None,
+             before_encoding: Callable[[str, int], None] | None = None) -> Plan:
+        """The prompt of a request: a join onto an earlier call's chain, or a new chain.
+        `before_encoding(text, tokens_before_it)` sees the text about to be tokenized (it may raise
+        to refuse the request before that costs anything)."""
+        before_encoding = before_encoding or (lambda text, tokens: None)
         chat, key = self.chat(tools), _tools_key(tools)
         full = chat.render(messages, add_generation_prompt=True)
         wanted = [normalize(m) for m in messages]
@@ -174,14 +179,17 @@ class EpisodeRecorder:
                 rewritten = True
                 continue
             start = after_close if node.ended_turn else after_close - len(chat.turn_close)
+            before_encoding(full[start:], len(node.chain.token_ids))
             observation = chat.encode(full[start:])
             node.claimed = True
             return Plan(node.chain.token_ids + observation, node, observation, False, None, messages,
                         raw_messages or [], key, full)
+        before_encoding(full, 0)
+        prompt = chat.encode(full)
         split = bool(self._chains) or self._new_chains_planned > 0
         self._new_chains_planned += 1
         reason = ("template_rewrites_history" if rewritten else "history_not_append_only") if split else None
-        return Plan(chat.encode(full), None, [], split, reason, messages, raw_messages or [], key, full)
+        return Plan(prompt, None, [], split, reason, messages, raw_messages or [], key, full)
 
     def release(self, plan: Plan) -> None:
         """A planned request that was not sampled (an error): its join point is free again."""
@@ -248,5 +256,5 @@ def _end_of_last_turn(chat: ChatFormat, opened: str, closed: str) -> int | None:
     assistant message messages[k-1]: the first one after that turn's generation prompt. `opened` is
     the earlier request's own render (render(messages[:k-1]) with the generation prompt), kept from
     when it was planned rather than rendered again."""
-    at = closed.find(chat.turn_close, len(opened)) if closed.startswith(opened) else closed.rfind(chat.turn_close)
+    at = chat.find_turn_close(closed, len(opened)) if closed.startswith(opened) else chat.find_turn_close(closed, last=True)
     return None if at < 0 else at + len(chat.turn_close)

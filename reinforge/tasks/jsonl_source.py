@@ -62,13 +62,19 @@ def read_tasks(path: str | Path) -> list[Task]:
     return [task for _, task in read_numbered_tasks(path)]
 
 
-def read_numbered_tasks(path: str | Path) -> list[tuple[int, Task]]:
-    """The tasks of one JSONL file, each with its line number (for messages that name the line)."""
+def check_task_file(path: str | Path) -> Path:
+    """The file is there (checked before anything heavy is imported, and again when it is read)."""
     path = Path(path)
     if path.is_dir():
         raise ConfigError(f"task file {path} is a directory; task.path and task.eval_path each name one JSONL file")
     if not path.is_file():
         raise ConfigError(f"task file {path} does not exist")
+    return path
+
+
+def read_numbered_tasks(path: str | Path) -> list[tuple[int, Task]]:
+    """The tasks of one JSONL file, each with its line number (for messages that name the line)."""
+    path = check_task_file(path)
     tasks: list[tuple[int, Task]] = []
     seen_ids: dict[str, int] = {}
     with path.open("rb") as f:

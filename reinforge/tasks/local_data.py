@@ -51,6 +51,17 @@ def _missing(path_text: str, key: str) -> ConfigError:
     return ConfigError(f"{key}: no file or directory at {path_text}")
 
 
+def check_data_path(path_text: str, key: str) -> None:
+    """Something is there to read at `path_text` (a file, a directory, or a glob that matches a
+    file): the check that needs no `datasets` import, made before anything heavy is imported."""
+    path = Path(path_text).expanduser()
+    if _GLOB_CHARS.search(path_text):
+        if not any(Path(f).is_file() for f in glob.iglob(str(path), recursive=True)):
+            raise ConfigError(f"{key}: the pattern {path_text} matches no file")
+    elif not (path.is_file() or path.is_dir()):
+        raise _missing(path_text, key)
+
+
 def _builder(files: list[str], key: str, path_text: str) -> str:
     suffixes = {Path(f).suffix.lower() for f in files}
     unknown = sorted(s or "(no suffix)" for s in suffixes if s not in BUILDERS)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from reinforge.envs.tool_env import TRUNCATED, ToolEnv
+from reinforge.envs.chat_format import TRUNCATED
+from reinforge.envs.tool_env import ToolEnv
 from reinforge.envs.tools.builtin import build_tools
 from reinforge.envs.tools.registry import ToolRegistry
 from reinforge.tasks.task import Task

@@ -26,8 +26,6 @@ from reinforge.envs.chat_format import ChatFormat
 from reinforge.rewards.env_reward import ENV_REWARD
 from reinforge.tasks.task import Task
 
-TRUNCATED = " [truncated]"
-
 
 def as_messages(observation: Any, role: str = "user", what: str = "observation") -> list[dict]:
     """A foreign env's observation as chat messages: a string is one `role` message, a dict one
@@ -81,10 +79,7 @@ class ChatTextEnv(ABC):
         return self.tokenizer.decode(token_ids, skip_special_tokens=True)
 
     def clip(self, content: str) -> str:
-        ids = self.tokenizer(content, add_special_tokens=False).input_ids
-        if len(ids) <= self.max_observation_tokens:
-            return content
-        return self.tokenizer.decode(ids[: self.max_observation_tokens]) + TRUNCATED
+        return self.chat.clip(content, self.max_observation_tokens)
 
     def observation(self, messages: list[dict]) -> tuple[list[int], str]:
         """(token ids, text for the transcript) of the env's reply, each message clipped."""
