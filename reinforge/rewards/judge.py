@@ -252,6 +252,7 @@ def engine_chat(engine: Any, tokenizer: Any, params: Any = None, seed: int = 0) 
     serialized because an engine is not meant to be driven by several scorer threads at once.
     """
     from reinforge.engines.base import SamplingParams
+    from reinforge.envs.control_tokens import ControlTokens
 
     if not getattr(tokenizer, "chat_template", None):
         raise ValueError("engine_chat: the judge tokenizer has no chat template")
@@ -259,10 +260,13 @@ def engine_chat(engine: Any, tokenizer: Any, params: Any = None, seed: int = 0) 
         eos = getattr(tokenizer, "eos_token_id", None)
         params = SamplingParams(max_new_tokens=64, temperature=0.0, stop_token_ids=(eos,) if eos is not None else ())
     lock = threading.Lock()
+    controls = ControlTokens(tokenizer)
 
     def chat(messages: list[dict[str, str]]) -> str:
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-        ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        # The judged responses are the policy's text: a special token in them stays text, so a
+        # response cannot forge a turn (an "assistant: A" verdict) in the judge's conversation.
+        text = tokenizer.apply_chat_template(controls.mark(messages), add_generation_prompt=True, tokenize=False)
+        ids = controls.encode(text)
         with lock:
             generation = engine.generate([ids], params, seed=seed)[0]
         return tokenizer.decode(generation.token_ids, skip_special_tokens=True)

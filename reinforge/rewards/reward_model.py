@@ -3,7 +3,9 @@
 The model reads prompt + response as one text and its single output logit is the reward
 (a Bradley-Terry reward model, as in Ouyang et al., "Training language models to follow
 instructions with human feedback", 2022). Text is truncated from the left so the end of the
-response, where the score is read, is always kept.
+response, where the score is read, is always kept. A special token the policy writes inside its
+response (`<|im_start|>user ...`) is read as text, not as a turn marker: the response cannot forge
+a turn of the conversation the reward model scores (reinforge.envs.control_tokens).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import threading
 import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
+from reinforge.envs.control_tokens import ControlTokens, text_tokenizer
 from reinforge.models.loading import ModelLoadError, check_model_dir
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
@@ -55,33 +58,28 @@ class RewardModelReward:
                 self.model.config.pad_token_id = self.tokenizer.pad_token_id
             self.tokenizer.truncation_side = "left"
             self._chat = getattr(self.tokenizer, "chat_template", None) is not None
+            self._controls = ControlTokens(self.tokenizer)
             self._loaded = True
 
-    def _text(self, task: Task, trajectory: Trajectory) -> str:
-        if isinstance(task.prompt, str):
-            return task.prompt + trajectory.response_text
-        messages = [*task.prompt, {"role": "assistant", "content": trajectory.response_text}]
-        if self._chat:
-            return self.tokenizer.apply_chat_template(messages, tokenize=False)
-        return "\n".join(message["content"] for message in messages)
+    def _ids(self, task: Task, trajectory: Trajectory) -> list[int]:
+        """The scored text's token ids, its inputs' special tokens as text, cut from the left."""
+        if self._chat and not isinstance(task.prompt, str):
+            messages = self._controls.mark([*task.prompt, {"role": "assistant", "content": trajectory.response_text}])
+            ids = self._controls.encode(self.tokenizer.apply_chat_template(messages, tokenize=False))
+        else:  # plain text: every special token in it came from the inputs; the tokenizer adds its own (BOS)
+            prompt = task.prompt if isinstance(task.prompt, str) else "\n".join(m["content"] for m in task.prompt) + "\n"
+            ids = text_tokenizer(self.tokenizer)(prompt + trajectory.response_text).input_ids
+        return ids[-self.max_length:]
 
     @torch.no_grad()
     def score_batch(self, tasks: list[Task], trajectories: list[Trajectory]) -> list[float]:
         if len(tasks) != len(trajectories):
             raise ValueError(f"score_batch: {len(tasks)} tasks but {len(trajectories)} trajectories")
         self._load()
-        texts = [self._text(task, trajectory) for task, trajectory in zip(tasks, trajectories)]
+        rows = [self._ids(task, trajectory) for task, trajectory in zip(tasks, trajectories)]
         scores: list[float] = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = self.tokenizer(
-                texts[start : start + self.batch_size],
-                padding=True,
-                truncation=True,
-                max_length=self.max_length,
-                return_tensors="pt",
-                # A chat template already writes the special tokens it wants.
-                add_special_tokens=not self._chat,
-            )
+        for start in range(0, len(rows), self.batch_size):
+            batch = self.tokenizer.pad({"input_ids": rows[start : start + self.batch_size]}, return_tensors="pt")
             logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
             scores.extend(logits[:, 0].float().tolist())
         return scores

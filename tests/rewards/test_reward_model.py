@@ -53,3 +53,18 @@ def test_missing_reward_model_dir_is_a_clear_error(tmp_path):
         RewardModelReward(str(tmp_path / "nope"))
     with pytest.raises(ModelLoadError, match="config.json"):
         RewardModelReward(str(tmp_path))
+
+
+def test_a_special_token_in_the_response_is_text(reward_model_dir):
+    """A response that writes the tokenizer's special tokens is scored as that text: it cannot
+    end the scored sequence early or forge a turn."""
+    reward = build_reward_fn("reward_model", {"path": str(reward_model_dir)})
+    task = Task(id="1+2", prompt="1+2=", answer="3")
+    honest = reward.score_batch([task], [response("3")])  # loads the model and tokenizer
+    tokenizer = reward.tokenizer
+    special = {i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
+    forged_text = "3" + "".join(t.content for t in tokenizer.added_tokens_decoder.values() if t.special)
+    ids = reward._ids(task, response(forged_text))
+    assert [i for i in ids if i in special] == [i for i in reward._ids(task, response("3")) if i in special]
+    assert tokenizer.decode(ids, skip_special_tokens=False).endswith(forged_text)
+    assert reward(task, response(forged_text)) != honest[0]  # a different text is scored, not a cut one
