@@ -6,15 +6,20 @@ runs on the first recipe that both are meant for; two features meant for differe
 of run (a tool agent is not a board game) are not a refusal, and are left out. vLLM is taken as installed
 and able to serve the tiny model (only the combinations are in question here), and so is Ray.
 
-`python -m tests.feature_matrix` prints the table that docs/architecture.md keeps; the test
-(tests/test_feature_pairs.py) checks the two agree, so the list of refused pairs stays true.
+`python -m tests.feature_matrix` prints the table that docs/architecture.md keeps, and `--write`
+puts it there; the test (tests/test_feature_pairs.py) checks the two agree, so the list of refused
+pairs stays true.
 """
 
 from __future__ import annotations
 
+import io
 import itertools
-from contextlib import contextmanager
+import re
+import sys
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
+from pathlib import Path
 from unittest import mock
 
 from reinforge.config import ConfigError, load_config
@@ -73,9 +78,9 @@ def refusal(recipe: str, overrides: tuple[str, ...]) -> str | None:
     from reinforge.run.task_fit import check_tasks_fit
     from reinforge.tasks.registry import load_tasks
 
-    try:
+    try:  # quietly: the checks print their memory estimate and warnings
         cfg = load_config(recipe, list(overrides) + ["task.train_size=64", "task.eval_size=8"])
-        with extras_installed():
+        with extras_installed(), redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
             preflight(cfg)
             check_tasks_fit(cfg, load_tasks(cfg.task, seed=cfg.trainer.seed))
     except ConfigError as err:
@@ -108,6 +113,17 @@ def table(refused: list[tuple[str, str, str]]) -> str:
     return "\n".join(rows)
 
 
+def write_doc(tried: int, refused: list[tuple[str, str, str]]) -> Path:
+    """Replace the count and the table of docs/architecture.md's refused-pairs section."""
+    doc = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
+    head, section = doc.read_text().split("## Refused feature pairs", 1)
+    section, *rest = section.split("\n## ", 1)
+    section = re.sub(r"^Today: \d+ of the \d+ pairs", f"Today: {len(refused)} of the {tried} pairs", section, flags=re.MULTILINE)
+    section = re.sub(r"^\|.*\|\n?", "", section, flags=re.MULTILINE).rstrip("\n") + "\n\n" + table(refused) + "\n"
+    doc.write_text(head + "## Refused feature pairs" + section + ("\n## " + rest[0] if rest else ""))
+    return doc
+
+
 if __name__ == "__main__":
     broken = alone_refusals()
     for name, why in broken.items():
@@ -115,3 +131,5 @@ if __name__ == "__main__":
     tried, refused = refused_pairs()
     print(f"{len(refused)} of {tried} pairs refused ({len(FEATURES)} features)\n")
     print(table(refused))
+    if "--write" in sys.argv[1:]:
+        print(f"written to {write_doc(tried, refused)}")
