@@ -14,8 +14,9 @@ tokens; a shared token's keys and values are copied), a float mask built once. O
 float32 (`engine.decode_kernels`) a step's attention, RMSNorm, rotary and SwiGLU run in C
 (reinforge.kernels: torch's fixed cost per op and, in SDPA, per row and head, is most of their
 time at these sizes; the same math to float rounding), elsewhere in torch's ops and
-`scaled_dot_product_attention`. A long prompt that a group's rows share is cached once and read
-once per group (`prefill_shared`, `shared_prompt_attention`: batched matmuls, which
+`scaled_dot_product_attention`. On a CPU in float32 with MKL, a decode step's matmuls read the
+weights packed once for the step's row count (reinforge.engines.packed_linear; float rounding).
+A long prompt that a group's rows share is cached once and read once per group (`prefill_shared`, `shared_prompt_attention`: batched matmuls, which
 pay there, at float rounding).
 `benchmarks/rollout_throughput.py` measures the engine against `generate`.
 """
@@ -175,9 +176,9 @@ class FusedLlamaDecoder:
         config = model.config
         self.dtype = dtype
         self.decode_kernels = decode_kernels
-        on_cpu = next(model.parameters()).device.type == "cpu"
-        self.native = on_cpu and dtype == torch.float32 and choice.wanted(decode_kernels, "engine.decode_kernels", KERNEL_SOURCES)
         device = next(model.parameters()).device
+        on_cpu = device.type == "cpu"
+        self.native = on_cpu and dtype == torch.float32 and choice.wanted(decode_kernels, "engine.decode_kernels", KERNEL_SOURCES)
         self.packed = PackedLinears() if pack_weights and packed_linear.available(device, dtype) else None
         self.heads = config.num_attention_heads
         self.kv_heads = getattr(config, "num_key_value_heads", None) or self.heads
@@ -232,8 +233,8 @@ class FusedLlamaDecoder:
         self.final_norm = w(model.model.norm.weight)
         self.lm_head = matrix(model.lm_head.weight)
         embed = model.model.embed_tokens.weight
-        # Tied embeddings (SmolLM2, Qwen2-0.5B): one copy serves both, [V, H] (read as a strided
-        # view of the [H, V] matrix where not packed) (an embedding lookup gathers a few rows either way; for
+        # Tied embeddings (SmolLM2, Qwen2-0.5B): one copy serves both, [V, H] (unpacked: read as a
+        # strided view of the [H, V] matrix; an embedding lookup gathers a few rows either way; for
         # SmolLM2 the second copy would be 113 MB).
         self.tied = embed.data_ptr() == model.lm_head.weight.data_ptr() and embed.shape == model.lm_head.weight.shape
         self.embed = self.lm_head if self.tied else w(embed)
