@@ -14,9 +14,8 @@ tokens; a shared token's keys and values are copied), a float mask built once. O
 float32 (`engine.decode_kernels`) a step's attention, RMSNorm, rotary and SwiGLU run in C
 (reinforge.kernels: torch's fixed cost per op and, in SDPA, per row and head, is most of their
 time at these sizes; the same math to float rounding), elsewhere in torch's ops and
-`scaled_dot_product_attention`. On a CPU in float32 with MKL, a decode step's matmuls read the
-weights packed once for the step's row count (reinforge.engines.packed_linear; float rounding).
-A long prompt that a group's rows share is cached once and read once per group (`prefill_shared`, `shared_prompt_attention`: batched matmuls, which
+`scaled_dot_product_attention`. A long prompt that a group's rows share is cached once and read
+once per group (`prefill_shared`, `shared_prompt_attention`: batched matmuls, which
 pay there, at float rounding).
 `benchmarks/rollout_throughput.py` measures the engine against `generate`.
 """
@@ -31,8 +30,6 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
-from reinforge.engines import packed_linear
-from reinforge.engines.packed_linear import PackedLinears
 from reinforge.engines.shared_prefixes import first_rows_with_prefix
 from reinforge.kernels import choice, decode_attention, layers
 
@@ -163,23 +160,17 @@ class _Prompt:
 class FusedLlamaDecoder:
     can_drop_rows = True
 
-    def __init__(
-        self, model: PreTrainedModel, dtype: torch.dtype = torch.float32, decode_kernels: str = "auto", pack_weights: bool = True
-    ):
+    def __init__(self, model: PreTrainedModel, dtype: torch.dtype = torch.float32, decode_kernels: str = "auto"):
         """`decode_kernels` (engine.decode_kernels): auto, torch or native; whether a CPU float32
-        step runs its attention, RMSNorm, rotary and SwiGLU in C (reinforge.kernels) or in torch.
-        `pack_weights`: on a CPU in float32 with MKL, decode steps multiply by MKL-packed copies
-        of the weights (reinforge.engines.packed_linear); False keeps plain sgemm (benchmarks)."""
+        step runs its attention, RMSNorm, rotary and SwiGLU in C (reinforge.kernels) or in torch."""
         reason = unsupported_reason(model)
         if reason is not None:
             raise ValueError(f"FusedLlamaDecoder cannot run this model: {reason}; TorchEngine samples it through transformers instead")
         config = model.config
         self.dtype = dtype
         self.decode_kernels = decode_kernels
-        device = next(model.parameters()).device
-        on_cpu = device.type == "cpu"
+        on_cpu = next(model.parameters()).device.type == "cpu"
         self.native = on_cpu and dtype == torch.float32 and choice.wanted(decode_kernels, "engine.decode_kernels", KERNEL_SOURCES)
-        self.packed = PackedLinears() if pack_weights and packed_linear.available(device, dtype) else None
         self.heads = config.num_attention_heads
         self.kv_heads = getattr(config, "num_key_value_heads", None) or self.heads
         self.head_dim = model.model.layers[0].self_attn.head_dim
@@ -200,10 +191,6 @@ class FusedLlamaDecoder:
             return None if t is None else t.detach().to(dtype, copy=True)
 
         def matrix(t: torch.Tensor) -> torch.Tensor:
-            if self.packed is not None:
-                # Decode steps multiply by MKL packs made from this copy; it serves the prefill's
-                # many-row matmuls (as fast either way) and is packed twice as fast [out, in].
-                return t.detach().to(dtype, copy=True).contiguous()
             # A copy laid out [in, out] and viewed back as [out, in]: F.linear then multiplies by a
             # contiguous [in, out] matrix, which the CPU GEMM takes without re-packing a transposed
             # one at every decode step (a 64-row step's matmuls 1.1-1.5x faster on their own).
@@ -233,8 +220,8 @@ class FusedLlamaDecoder:
         self.final_norm = w(model.model.norm.weight)
         self.lm_head = matrix(model.lm_head.weight)
         embed = model.model.embed_tokens.weight
-        # Tied embeddings (SmolLM2, Qwen2-0.5B): one copy serves both, [V, H] (unpacked: read as a
-        # strided view of the [H, V] matrix; an embedding lookup gathers a few rows either way; for
+        # Tied embeddings (SmolLM2, Qwen2-0.5B): one copy serves both, [V, H] read as a strided
+        # view of the [H, V] matrix (an embedding lookup gathers a few rows either way; for
         # SmolLM2 the second copy would be 113 MB).
         self.tied = embed.data_ptr() == model.lm_head.weight.data_ptr() and embed.shape == model.lm_head.weight.shape
         self.embed = self.lm_head if self.tied else w(embed)
@@ -272,10 +259,9 @@ class FusedLlamaDecoder:
         hidden = F.embedding(ids, self.embed)
         cos, sin = self._rope(positions, state)
         native = self.native and choice.usable(hidden, self.decode_kernels)
-        linear = self._linear(prompt is None)
         for i, layer in enumerate(self.layers):
             x = self._rms_norm(hidden, layer.input_norm, native)
-            qkv = linear(x, layer.qkv_weight, layer.qkv_bias)
+            qkv = F.linear(x, layer.qkv_weight, layer.qkv_bias)
             # q and k rotated together: [N, heads + kv_heads, head_dim]
             if native:
                 qk = layers.rotary_rows(qkv, heads + kv_heads, head_dim, cos, sin)
@@ -284,15 +270,15 @@ class FusedLlamaDecoder:
             q, k = qk[:, :heads], qk[:, heads:]
             v = qkv[:, q_size + kv_size :].view(-1, kv_heads, head_dim)
             attn = self._attention(i, q, k, v, state, prompt, start, end, native)  # [N, heads, head_dim]
-            hidden = hidden + linear(attn.reshape(-1, q_size), layer.o_weight, layer.o_bias)
+            hidden = hidden + F.linear(attn.reshape(-1, q_size), layer.o_weight, layer.o_bias)
             x = self._rms_norm(hidden, layer.post_norm, native)
-            gate_up = linear(x, layer.gate_up_weight, layer.gate_up_bias)
+            gate_up = F.linear(x, layer.gate_up_weight, layer.gate_up_bias)
             if native:
                 activated = layers.swiglu_halves(gate_up)
             else:
                 gate, up = gate_up.chunk(2, dim=-1)
                 activated = F.silu(gate).mul_(up)
-            hidden = hidden + linear(activated, layer.down_weight, layer.down_bias)
+            hidden = hidden + F.linear(activated, layer.down_weight, layer.down_bias)
         state.length = end
         return hidden if prompt is None else hidden[prompt.last]
 
@@ -330,14 +316,9 @@ class FusedLlamaDecoder:
         ).transpose(1, 2)  # [B, T, heads, head_dim]
         return attn[:, 0] if prompt is None else attn[prompt.rows, prompt.cols]
 
-    def _linear(self, decode: bool):
-        """F.linear, or the packed one for a decode step (its row count is the same step after step;
-        a prefill's varies from call to call and gains nothing from a pack)."""
-        return self.packed.linear if decode and self.packed is not None else F.linear
-
-    def _logits(self, last_hidden: torch.Tensor, decode: bool = False) -> torch.Tensor:
+    def _logits(self, last_hidden: torch.Tensor) -> torch.Tensor:
         native = self.native and choice.usable(last_hidden, self.decode_kernels)
-        return self._linear(decode)(self._rms_norm(last_hidden.contiguous(), self.final_norm, native), self.lm_head).float()
+        return F.linear(self._rms_norm(last_hidden.contiguous(), self.final_norm, native), self.lm_head).float()
 
     def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int) -> tuple[torch.Tensor, DecodeState]:
         """Left-padded prompts [B, P] -> next-token logits [B, V] and a cache with room for the
@@ -415,7 +396,7 @@ class FusedLlamaDecoder:
         """Append one token per row [B]; return next-token logits [B, V]."""
         last = self._forward(tokens, state.next_position, state, None)
         state.next_position = state.next_position + 1
-        return self._logits(last, decode=True)
+        return self._logits(last)
 
 
 def _original_context(config) -> int | None:

@@ -116,7 +116,7 @@ class TorchEngine:
 
     def release_memory(self) -> None:
         """Drop the fused decoder's copy of the weights (a full copy, 0.5 GiB for a 135M model in
-        fp32, and on a CPU as much again in the MKL packs its decode steps read) until the next `generate` rebuilds it from the model, so that it is not held through
+        fp32) until the next `generate` rebuilds it from the model, so that it is not held through
         the learner's update (verl's hybrid engine puts its rollout to sleep for the same reason).
         The sync schedule calls it after a step's rollout; the `sync_weights` that follows the update
         would drop the copy anyway, so the only cost is none. Between this call and that sync, a

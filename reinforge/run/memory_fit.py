@@ -10,9 +10,8 @@ once, counted on the meta device; T = trainable weights, P or the LoRA adapters'
       AdamW state      2 x 4 T        (exp_avg, exp_avg_sq, float32)
       reference        4 P            when a reference is loaded (algo.kl_coef > 0 or algo.ace_alpha > 0)
                                       and the policy is not LoRA (whose reference is its base, no copy)
-      engine copy      bytes(engine_dtype) P  TorchEngine's fused decoder copies every matrix (tied
-                                      embeddings once; on a CPU in float32 twice that: the copy and
-                                      its MKL packs, reinforge.engines.packed_linear): resident under the async
+      engine copy      bytes(engine_dtype) P  TorchEngine's fused decoder copies every matrix ([in, out]
+                                      layout; tied embeddings once): resident under the async
                                       schedule; the sync schedule releases it after each rollout, so
                                       it counts in the rollout and evaluation phases only. A LoRA
                                       policy adds the plain float32 model the engine samples from
@@ -334,10 +333,7 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
         resident["engine copy"] = engine_bytes * p + (0 if on_gpu else int(cfg.engine.kv_cache_gib * GIB))
         notes["engine copy"] = f"vLLM's weights and engine.kv_cache_gib={cfg.engine.kv_cache_gib}"
     elif cfg.workers.workers == 0:
-        # On a CPU in float32 the decode steps multiply by MKL packs of every matrix, made from the
-        # copy and about its size (reinforge.engines.packed_linear): held as long as the copy.
-        packs = 2 if not on_gpu and engine_bytes == 4 else 1
-        fused_copy = packs * engine_bytes * p if shape.fused else 0
+        fused_copy = engine_bytes * p if shape.fused else 0
         if cfg.trainer.schedule == "sync":  # released after each rollout (TorchEngine.release_memory)
             sampling_copy = fused_copy
         else:
@@ -345,7 +341,7 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
         if lora is not None:  # the plain model the engine samples from (lora.inference_copy)
             resident["engine copy"] = resident.get("engine copy", 0) + 4 * p
         if cfg.trainer.schedule == "async":  # the producer's own model, its engine, and the weight snapshots waiting for it
-            resident["async producer"] = 4 * p + packs * engine_bytes * p + (cfg.trainer.max_staleness + 1) * 4 * p
+            resident["async producer"] = 4 * p + engine_bytes * p + (cfg.trainer.max_staleness + 1) * 4 * p
     if cfg.critic.enabled:
         c = critic_shape or shape
         resident["critic"] = 4 * 4 * c.params

@@ -9,7 +9,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from conftest import sharpen_
-from reinforge.engines import llama_decoder, packed_linear
+from reinforge.engines import llama_decoder
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.llama_decoder import FusedLlamaDecoder
 from reinforge.engines.llama_decoder import _plan_prompt
@@ -305,14 +305,10 @@ def test_release_memory_drops_the_weight_copy_until_the_next_generate(sharp_nano
     assert [g.token_ids for g in again] == [g.token_ids for g in before]
 
 
-@pytest.mark.parametrize("pack_weights", [False, True])
-def test_decoder_matrices_are_copies_laid_out_for_their_gemm(sharp_nano_model, pack_weights) -> None:
-    # Unpacked, [in, out] in memory is what makes the decode step's GEMMs cheaper (llama_decoder:
-    # matrix); packed (CPU float32 with MKL), decode steps read MKL packs made from [out, in] copies.
-    # A copy either way, so that an optimizer step never changes what a policy version samples.
-    decoder = FusedLlamaDecoder(sharp_nano_model, pack_weights=pack_weights)
-    packed = decoder.packed is not None
-    assert packed == (pack_weights and packed_linear.available(torch.device("cpu"), torch.float32))
+def test_decoder_matrices_are_copies_laid_out_in_by_out(sharp_nano_model) -> None:
+    # [in, out] in memory is what makes the decode step's GEMMs cheaper (llama_decoder: matrix);
+    # a copy, so that an optimizer step never changes what a policy version samples.
+    decoder = FusedLlamaDecoder(sharp_nano_model)
     attn, mlp = sharp_nano_model.model.layers[0].self_attn, sharp_nano_model.model.layers[0].mlp
     layer = decoder.layers[0]
     expected = {
@@ -324,7 +320,7 @@ def test_decoder_matrices_are_copies_laid_out_for_their_gemm(sharp_nano_model, p
     }
     for name, (ours, theirs) in expected.items():
         assert torch.equal(ours, theirs), name
-        assert ours.is_contiguous() == packed and ours.t().is_contiguous() != packed, name
+        assert ours.t().is_contiguous() and not ours.is_contiguous(), name
         assert ours.data_ptr() != theirs.data_ptr(), name
 
 
