@@ -55,3 +55,11 @@ def assert_same_run(a: Path, b: Path) -> None:
     assert wa.keys() == wb.keys()
     assert all(torch.equal(wa[k], wb[k]) for k in wa), "weights differ"
     assert run_metrics(a) == run_metrics(b)
+
+
+def pool_games(run_dir: Path) -> int:
+    """Games the policy played against opponent-pool members, as the run's last checkpoint counts them."""
+    from reinforge.run import checkpoint as ckpt
+
+    state = ckpt.load_state(ckpt.list_checkpoints(run_dir)[-1])
+    return sum(m["wins"] + m["draws"] + m["losses"] for m in state["env"]["opponent_pool"]["members"])

@@ -72,7 +72,8 @@ def restore(learner: PolicyLearner, state: LearnerState) -> None:
 def outcome(learner: PolicyLearner, metrics: dict[str, float]) -> StepOutcome:
     params = dict(learner.model.named_parameters())
     return StepOutcome(
-        {k: p.grad.detach().clone() for k, p in params.items()}, {k: p.detach().clone() for k, p in params.items()}, dict(metrics)
+        {k: p.grad.detach().clone() for k, p in params.items() if p.requires_grad},  # LoRA: the adapters only
+        {k: p.detach().clone() for k, p in params.items()}, dict(metrics),
     )
 
 
@@ -123,7 +124,8 @@ def assert_steps_agree(
     group = before.optimizer["param_groups"]
     assert len(group) == 1, "one parameter group (PolicyLearner's AdamW)"
     group = group[0]
-    names = [name for name, _ in learner.model.named_parameters()]
+    # What the optimizer holds, in its order (LoRA: the adapters; the frozen base has no gradient or step)
+    names = [name for name, p in learner.model.named_parameters() if p.requires_grad]
     for index, name in enumerate(names):
         ga, gb = a.grads[name], b.grads[name]
         assert_within(ga, gb, gradient_bound(gb, batch.num_loss_tokens, layers + 1), f"{what}: gradient of {name}")

@@ -2,7 +2,8 @@
 
 Rank 0 is the training process itself: it runs the whole RL loop (rollout, rewards, reference,
 advantages, evaluation, checkpoints) and its learner is a `DriverLearner`. Ranks 1..N-1 are
-follower processes started here; each holds a copy of the policy and its own AdamW and does one
+follower processes started here; each holds a copy of the policy (under LoRA, the same adapters on
+the same frozen base: `FollowerSpec.lora`) and its own AdamW and does one
 thing: wait for a batch, train on its shard, repeat. `DriverLearner.train_step(batch)` sends the
 whole mini-batch to the followers (one `broadcast_object_list`), trains on its own shard, and the
 gradient all-reduce inside `DataParallelPolicyLearner` makes every rank take the same step as a
@@ -38,11 +39,12 @@ import torch
 import torch.distributed as dist
 from transformers import AutoModelForCausalLM, PretrainedConfig
 
-from reinforge.config import AlgoConfig, ConfigError
+from reinforge.config import AlgoConfig, ConfigError, LoraConfig
 from reinforge.distributed.ddp import DataParallelPolicyLearner, free_port, init_distributed, rank_device, shard_rows
 from reinforge.import_paths import import_roots, use_import_roots
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.policy_learner import LossFn
+from reinforge.models.lora import apply_lora
 from reinforge.run.process_settings import configure_process
 from reinforge.trainer.policy_objective import make_policy_objective
 
@@ -63,6 +65,11 @@ class FollowerSpec:
     roots: list[str] = dataclasses.field(default_factory=import_roots)  # where the trainer imports user code from
     # A follower's start, up to its report: imports, the objective, the model. None: timeout_s.
     startup_timeout_s: float | None = None
+    # model.lora: rank 0 trains adapters on a frozen base, so every follower wraps its model in the
+    # same adapters (same config, same seed); the weights, base included, then come from rank 0 and
+    # only the adapters, the trainable parameters, have gradients to all-reduce.
+    lora: LoraConfig | None = None
+    lora_seed: int = 0
 
     @property
     def start_deadline_s(self) -> float:
@@ -125,6 +132,8 @@ def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec, rep
         return
     device = rank_device(spec.device, rank)
     model = AutoModelForCausalLM.from_config(spec.model_config).to(device)  # weights come from rank 0
+    if spec.lora is not None:
+        model = apply_lora(model, spec.lora, seed=spec.lora_seed)
     report.send(None)
     report.close()
     init_distributed(rank, world_size, port, timeout_s=spec.timeout_s, device=device)

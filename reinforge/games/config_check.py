@@ -29,11 +29,6 @@ def check_game_config(cfg: Config) -> None:
                 "while async sampling runs ahead of the updates, so which members a game could meet would depend on "
                 "thread timing (not reproducible); use trainer.schedule=sync"
             )
-        if cfg.engine.type != "torch" or cfg.workers.workers > 0:
-            raise ConfigError(
-                "task.params.opponent_pool plays its frozen members through an in-process copy of the policy model: "
-                f"it needs engine.type=torch and workers.workers=0 (got {cfg.engine.type}, {cfg.workers.workers})"
-            )
     if spec.ratings:
         from reinforge.games.ratings import check_ratings_available
 

@@ -18,10 +18,11 @@ Each game with a `pool` seat draws its opponent from the pool when the game is s
   (wins + draws / 2 + 1) / (games + 2) (Laplace's rule: an unplayed member scores 1/2). Opponents the
   policy loses to are picked more; ones it always beats fade out.
 
-A member is the policy's weights at that step, kept in CPU memory (a state dict). They all play
-through one extra model (reinforge.games.frozen_players): before a member's batched call of a round
-its weights are loaded into that model. Cost (docs/games.md, measured): the memory of one model per
-member plus one, and one weight load per member per round instead of one resident engine per member.
+A member is the policy's weights at that step (a LoRA policy's merged weights), kept in CPU memory
+(a state dict). They all play through one lane of the run's engine (reinforge.games.frozen_players):
+before a member's batched call of a round its weights are loaded into that lane. Cost (docs/games.md,
+measured on the in-process engine): the memory of one model per member plus one, and one weight
+load per member per round instead of one resident engine per member.
 
 The pool (weights, win/draw/loss counts, its sampling RNG) is part of the run's checkpoint, so a
 resumed run draws the same opponents as the uninterrupted one.
@@ -35,6 +36,8 @@ from typing import Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
+
+from reinforge.models.lora import merged_state_dict
 
 POOL = "pool"  # the seat name of a frozen past policy in task.params.train_seats
 MEMBER_PREFIX = "pool@"  # a member's player name: pool@<step>
@@ -89,8 +92,9 @@ class OpponentPool:
         return step % self.spec.every == 0
 
     def snapshot(self, step: int, model: torch.nn.Module) -> None:
-        """Add the policy's weights after `step`; the oldest member leaves when the pool is full."""
-        weights = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        """Add the policy's weights after `step` (`model`: the engine's, or a LoRA learner's, whose merged
+        weights a lane loads); the oldest member leaves when the pool is full."""
+        weights = {k: v.detach().to("cpu", copy=True) for k, v in merged_state_dict(model).items()}
         self.members = [m for m in self.members if m.step != step] + [PoolMember(step, weights)]
         del self.members[: max(0, len(self.members) - self.spec.size)]
 

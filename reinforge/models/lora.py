@@ -37,10 +37,6 @@ from reinforge.config import ConfigError, LoraConfig
 INSTALL_HINT = "pip install 'reinforge[lora]' (the peft package)"
 ADAPTER_DIR = "adapter"  # final/adapter: peft's adapter_config.json + adapter_model.safetensors
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
-LEARNER_GROUP_ERROR = (
-    "model.lora with workers.learners > 1: the data-parallel learner group trains full models (its followers build "
-    "plain models); use workers.learners=1 with LoRA, or model.lora=null to train every weight on several learners"
-)
 
 
 def peft_available() -> bool:

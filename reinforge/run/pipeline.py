@@ -187,13 +187,12 @@ def build_learner(cfg: Config, model, env):
     )
     if cfg.workers.learners == 1:
         return PolicyLearner(model, **kwargs), None
-    if lora.is_lora_model(model):  # preflight refuses the combination; a Python caller gets the same reason
-        raise ConfigError(lora.LEARNER_GROUP_ERROR)
     from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
 
     spec = FollowerSpec(
         model.config, kwargs, a, torch.get_num_threads(), cfg.workers.timeout_s, device=cfg.model.device,
         retain_freed_memory=cfg.trainer.retain_freed_memory, startup_timeout_s=cfg.workers.startup_timeout_s,
+        lora=cfg.model.lora if lora.is_lora_model(model) else None, lora_seed=cfg.trainer.seed,
     )
     group = LearnerGroup(cfg.workers.learners, spec, model)
     return group.learner, group

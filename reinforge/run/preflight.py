@@ -205,8 +205,6 @@ def check_lora(cfg: Config, model_config: dict | None) -> None:
         return
     if not lora.peft_available():
         raise ConfigError(f"model.lora is set but peft is not installed: {lora.INSTALL_HINT}, or set model.lora=null")
-    if cfg.workers.learners > 1:
-        raise ConfigError(lora.LEARNER_GROUP_ERROR)
     if cfg.algo.ref_reset_every:
         raise ConfigError(
             "algo.ref_reset_every with model.lora: the reference of a LoRA policy is its base with the adapters disabled "

@@ -191,7 +191,6 @@ def test_a_lora_checkpoint_on_another_base_is_refused(lora_run, tmp_path, capsys
     [
         (["model.lora.target_modules=[q_proj, qkv_proj]"], "'qkv_proj': no linear layer of the tiny Llama (model.preset=micro) has this name; its linear layers are: down_proj, gate_proj, k_proj, o_proj, q_proj, up_proj, v_proj"),
         (["model.lora.target_modules=[lm_head]"], "'lm_head': no linear layer"),  # tied to the embedding
-        (["model.lora.r=8", "workers.learners=2"], "workers.learners=1 with LoRA"),
         (["model.lora.r=8", "algo.kl_coef=0.1", "algo.ref_reset_every=5"], "drop algo.ref_reset_every or model.lora"),
     ],
 )
