@@ -75,6 +75,7 @@ def test_tool_episodes_resume_across_steps_and_resume_exactly(warm_start: Path, 
     assert max(s["staleness_max"] for s in outcome.rl.steps) <= k
 
     # Resume from the step-2 checkpoint, taken with episodes in flight: the same weights and metrics.
+    assert outcome.rl.steps[1]["partial_carried_groups"] > 0
     copy = tmp_path / "copy"
     run_training(load_config(str(copy_at_first_checkpoint(full, copy))), resume=True)
     assert_same_run(full, copy)
