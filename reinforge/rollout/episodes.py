@@ -49,7 +49,7 @@ def add_sampled_turn(stream, generation: Generation, text: str, budget: int | No
 
 
 @dataclass
-class _Running:
+class RunningEpisode:
     """One episode in progress."""
 
     env: Episode
@@ -105,7 +105,29 @@ class _Running:
         )
 
 
-def _step(episode: _Running, generation: Generation, text: str) -> StepResult:
+def end_turn(episode: RunningEpisode, result: StepResult, fit: bool, turn: int, max_turns: int, max_episode_tokens: int | None) -> bool:
+    """Record the env's answer to the episode's turn `turn` (0-based); True when the episode goes on
+    (the observation appended), else its finish reason is set. `fit`: the turn was not cut by
+    `max_episode_tokens`."""
+    episode.turn_rewards.append(result.reward)
+    episode.stats.update({k: v for k, v in result.info.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    if "error" in result.info:
+        episode.errors.append(str(result.info["error"]))
+    if not fit:
+        episode.finish_reason = "max_tokens"
+    elif result.done:
+        episode.finish_reason = result.info.get("finish_reason", "stop")
+    elif turn + 1 == max_turns:
+        episode.finish_reason = "max_turns"
+    elif max_episode_tokens is not None and len(episode.token_ids) + len(result.observation_ids) >= max_episode_tokens:
+        episode.finish_reason = "max_tokens"  # no room left for the observation and a reply
+    else:
+        episode.add_observation(result)
+        return True
+    return False
+
+
+def env_step(episode: RunningEpisode, generation: Generation, text: str) -> StepResult:
     try:
         return episode.env.step(text, generation.finish_reason)
     except Exception as err:  # an env bug ends this episode, recorded; the batch goes on
@@ -146,7 +168,7 @@ def rollout_groups(
         for _ in range(group_size):
             episode_env = env.episode()
             prompt = episode_env.reset(task)
-            episodes.append(_Running(episode_env, task, first_group_id + index, list(prompt), len(prompt)))
+            episodes.append(RunningEpisode(episode_env, task, first_group_id + index, list(prompt), len(prompt)))
 
     live = list(episodes)
     with ThreadPoolExecutor(max_workers=env_workers) as pool:
@@ -156,27 +178,10 @@ def rollout_groups(
             texts = [env.decode_response(g.token_ids) for g in generations]
             fits = [e.add_turn(g, text, max_episode_tokens) for e, g, text in zip(live, generations, texts)]
             if env.max_turns == 1:
-                results = [_step(e, g, t) for e, g, t in zip(live, generations, texts)]
+                results = [env_step(e, g, t) for e, g, t in zip(live, generations, texts)]
             else:
-                results = list(pool.map(_step, live, generations, texts))
-            still_live = []
-            for episode, result, fit in zip(live, results, fits):
-                episode.turn_rewards.append(result.reward)
-                episode.stats.update({k: v for k, v in result.info.items() if isinstance(v, (int, float)) and not isinstance(v, bool)})
-                if "error" in result.info:
-                    episode.errors.append(str(result.info["error"]))
-                if not fit:
-                    episode.finish_reason = "max_tokens"
-                elif result.done:
-                    episode.finish_reason = result.info.get("finish_reason", "stop")
-                elif turn + 1 == env.max_turns:
-                    episode.finish_reason = "max_turns"
-                elif max_episode_tokens is not None and len(episode.token_ids) + len(result.observation_ids) >= max_episode_tokens:
-                    episode.finish_reason = "max_tokens"  # no room left for the observation and a reply
-                else:
-                    episode.add_observation(result)
-                    still_live.append(episode)
-            live = still_live
+                results = list(pool.map(env_step, live, generations, texts))
+            live = [e for e, result, fit in zip(live, results, fits) if end_turn(e, result, fit, turn, env.max_turns, max_episode_tokens)]
             if not live:
                 break
     return [e.trajectory() for e in episodes]

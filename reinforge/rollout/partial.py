@@ -12,8 +12,8 @@ needs; the trajectory's `policy_version` is its oldest token's.
 This module holds one round of sampling (`sample_round`) and the types it works on; which groups
 are started, which must finish and which are trained is the trainer's choice
 (`reinforge.trainer.partial_collect`). The round's stop rule is a `GroupQuota`, which Ray
-rollout workers split into one rule per worker over whole groups. Single-turn episodes only: a multi-turn episode's env state
-between turns would have to be carried across rounds too.
+rollout workers split into one rule per worker over whole groups. Multi-turn episodes, whose env
+state is carried across rounds too, are `reinforge.rollout.partial_turns`.
 """
 
 from __future__ import annotations

@@ -319,7 +319,7 @@ def make_schedule(
     if t.partial_rollouts:
         collector = PartialCollector(
             env, scorer, sampler, cfg.rollout.prompts_per_step, cfg.rollout.group_size, params,
-            t.overprovision, t.max_staleness, t.seed,
+            t.overprovision, t.max_staleness, t.seed, max_episode_tokens, cfg.env.workers,
         )
     else:
         collector = GroupCollector(cfg, env, scorer, sampler, params, max_episode_tokens)

@@ -17,6 +17,7 @@ def test_sync_and_async_k0_need_no_correction() -> None:
     check("trainer.schedule=async", "trainer.max_staleness=0")
     check("trainer.schedule=async", "trainer.max_staleness=2", "algo.tis_cap=2.0")
     check("trainer.partial_rollouts=true", "algo.tis_cap=2.0")
+    check("trainer.partial_rollouts=true", "algo.tis_cap=2.0", "env.type=tool", "env.tools=[calculator]", "env.max_turns=3")
 
 
 def test_async_and_partial_rollouts_run_with_ray_workers() -> None:
@@ -31,7 +32,8 @@ def test_async_and_partial_rollouts_run_with_ray_workers() -> None:
         (["trainer.partial_rollouts=true"], ["algo.tis_cap", "trainer.partial_rollouts"]),
         (["trainer.partial_rollouts=true", "algo.tis_cap=2", "trainer.max_staleness=0"], ["trainer.max_staleness >= 1"]),
         (["trainer.partial_rollouts=true", "algo.tis_cap=2", "algo.dynamic_sampling=true"], ["algo.dynamic_sampling"]),
-        (["trainer.partial_rollouts=true", "algo.tis_cap=2", "env.type=tool", "env.tools=[calculator]"], ["single-turn", "env.type=tool"]),
+        (["trainer.partial_rollouts=true", "algo.tis_cap=2", "env.type=game"], ["turn by turn", "env.type=game"]),
+        (["trainer.partial_rollouts=true", "algo.tis_cap=2", "env.type=gateway"], ["turn by turn", "env.type=gateway"]),
         (["trainer.partial_rollouts=true", "algo.tis_cap=2", "rollout.group_size=16", "trainer.overprovision=2"], ["1024", "trainer.overprovision"]),
     ],
 )
