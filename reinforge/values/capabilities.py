@@ -13,15 +13,17 @@ from dataclasses import dataclass, field
 
 from reinforge.config import Config, ConfigError
 
-MULTI_TURN_ENVS = ("tool", "text_game")  # one turn sequence and one outcome per episode
 ONE_OUTCOME_ENVS = ("single_turn", "tool")  # (prompt, outcome) per episode, as the curricula read it
+# A game yields one trajectory per player, a gateway agent's episode comes in pieces (one per model call).
+SPLIT_EPISODES = ("game", "gateway")
 
 
 @dataclass(frozen=True)
 class ValueFeatureSpec:
     switch: str  # the setting that turns the feature on, as the messages name it
-    envs: tuple[str, ...]  # env.type values it serves
-    env_reason: str
+    env_reason: str  # what it needs of an episode
+    only_envs: tuple[str, ...] | None = None  # env.type values it serves (None: any but refused_envs)
+    refused_envs: tuple[str, ...] = ()
     async_schedule: bool = True
     partial: bool = True
     dynamic_sampling: bool = True
@@ -38,7 +40,7 @@ PROMPT_VALUE_ASYNC = (
 
 SPECS = {
     "prompt_value": ValueFeatureSpec(
-        "prompt_value.enabled=true", ONE_OUTCOME_ENVS, "one prompt, one outcome per episode",
+        "prompt_value.enabled=true", "one prompt, one outcome per episode", only_envs=ONE_OUTCOME_ENVS,
         async_schedule=False, partial=False, dynamic_sampling=False,
         refusals={
             "async": PROMPT_VALUE_ASYNC, "partial": PROMPT_VALUE_ASYNC,
@@ -49,19 +51,19 @@ SPECS = {
         },
     ),
     "curriculum": ValueFeatureSpec(
-        "prompt_value.curriculum", ONE_OUTCOME_ENVS, "one prompt, one outcome per episode",
+        "prompt_value.curriculum", "one prompt, one outcome per episode", only_envs=ONE_OUTCOME_ENVS,
         async_schedule=False, partial=False, refusals={"async": PROMPT_VALUE_ASYNC, "partial": PROMPT_VALUE_ASYNC},
     ),
     "success_head": ValueFeatureSpec(
         # Multi-turn: the head reads the final turn's response (the one the verifier checks).
-        "success_head.enabled=true", ("single_turn", *MULTI_TURN_ENVS), "one episode's turns in one trajectory",
+        "success_head.enabled=true", "one episode's turns in one trajectory", refused_envs=SPLIT_EPISODES,
         # Async: the head reads the sampling policy's logits from the producer's own in-process engine.
         async_in_process=True,
         refusals={"engine": "under trainer.schedule=async it reads the sampling weights' logits from the in-process "
                   "PyTorch engine: use engine.type=torch and workers.workers=0, or trainer.schedule=sync"},
     ),
     "prune": ValueFeatureSpec(
-        "success_head.prune=true", ("single_turn",), "one response sampled in one engine batch",
+        "success_head.prune=true", "one response sampled in one engine batch", only_envs=("single_turn",),
         partial=False, in_process=True,
         refusals={
             "partial": "partial rollouts sample in rounds that abort rows themselves, with no pruning hook (not built): "
@@ -71,7 +73,7 @@ SPECS = {
         },
     ),
     "progress": ValueFeatureSpec(
-        "progress.enabled=true", MULTI_TURN_ENVS, "a multi-turn episode's outcome spread over its turns",
+        "progress.enabled=true", "a multi-turn episode's turns in one trajectory", refused_envs=("single_turn", *SPLIT_EPISODES),
         partial=False,  # partial rollouts serve single-turn envs only: nothing to spread
         refusals={"partial": "partial rollouts serve single-turn envs only, and turn progress multi-turn ones: "
                   "use trainer.partial_rollouts=false"},
@@ -94,8 +96,10 @@ def check_value_capabilities(cfg: Config) -> None:
     for name in active_features(cfg):
         spec = SPECS[name]
         what = spec.switch if "=" in spec.switch else f"{spec.switch}={cfg.prompt_value.curriculum}"
-        if cfg.env.type not in spec.envs:
-            raise ConfigError(f"{what} serves env.type in {spec.envs} ({spec.env_reason}); env.type={cfg.env.type} is not supported")
+        env = cfg.env.type
+        if env in spec.refused_envs or (spec.only_envs is not None and env not in spec.only_envs):
+            serves = f"env.type in {spec.only_envs}" if spec.only_envs else f"env.type other than {spec.refused_envs}"
+            raise ConfigError(f"{what} serves {serves} (it needs {spec.env_reason}); env.type={env} is not supported")
         if t.schedule == "async" and not spec.async_schedule:
             raise ConfigError(f"{what} with trainer.schedule=async: {spec.refusals['async']}")
         if t.partial_rollouts and not spec.partial:
