@@ -387,7 +387,7 @@ class WorkersConfig(Section):
 class SuccessHeadConfig(Section):
     """A head that predicts success from a partial response (ARRoL, docs/rollout_pruning.md): prunes rollouts, votes at evaluation."""
 
-    enabled: bool = Field(False, description="Train the success head online from each step's scored responses (single-turn envs, torch engine, sync schedule).")
+    enabled: bool = Field(False, description="Train the success head online from each step's scored responses (a multi-turn episode: its final turn; trained on the newest policy version's samples; docs/rollout_pruning.md).")
     prune: bool = Field(False, description="Stop rollouts the head predicts will fail, keeping each group balanced; pruned rollouts leave the loss (not scored) and are counted in prune/*.")
     check_every: int = Field(4, gt=0, description="Decode steps between pruning checks (the head's training prefixes are the same steps).")
     min_group_size: int = Field(2, ge=2, description="Pruning never leaves a group with fewer unpruned rollouts than this (at most rollout.group_size).")

@@ -1,10 +1,12 @@
 """Training the success head online, from finished rollouts' outcomes (ARRoL's quality head).
 
-Each RL step, every scored single-turn trajectory gives examples: phi at the prefixes a pruning
+Each RL step, every scored trajectory gives examples from its final turn (a single-turn episode's
+response; a multi-turn episode's last policy turn, the one the verifier checks): phi at the prefixes a pruning
 check would have seen (s = every, 2 * every, ... < L sampled tokens) and at the whole response
 (s = L), all labelled with the response's success (reward >= success_head.success_reward). phi
 needs the policy's logits at those prefixes: one no-grad teacher-forced forward of the policy over
-the step's trajectories (the weights that sampled them: the loop is sync when the head is on). The
+the step's trajectories (the weights that sampled them: the learner's in a sync run, the async
+producer's own engine copy otherwise; reinforge.values.value_heads). The
 examples join a FIFO buffer of the most recent `buffer_size`; the head then takes `train_steps`
 Adam steps on minibatches drawn from it with its own seeded generator, so a resumed run draws the
 same minibatches (buffer, head, optimizer and generator are all in `state_dict`).
@@ -38,7 +40,7 @@ def check_positions(length: int, every: int) -> list[int]:
 
 @torch.no_grad()
 def trajectory_features(model, trajectories: list[Trajectory], every: int, budget: int, whole_only: bool = False):
-    """phi of single-turn trajectories at `check_positions` (or the whole response only) ->
+    """phi of trajectories' final turns at `check_positions` (or the whole response only) ->
     (features [M, V + 6], index [M] of the trajectory each row comes from)."""
     device = next(model.parameters()).device
     feats, owners = [], []
@@ -55,10 +57,13 @@ def trajectory_features(model, trajectories: list[Trajectory], every: int, budge
                 mask[row, : len(t.token_ids)] = 1
             logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float().cpu()
             for row, t in enumerate(chunk):
-                prompt, length = t.prompt_length, len(t.token_ids) - t.prompt_length
+                if not t.turn_spans:  # an episode that failed before the policy's first turn
+                    continue
+                prompt, end = t.turn_spans[-1]  # the final turn's response: the one the verifier checks
+                length = end - prompt
                 if length < 1:
                     continue
-                logprobs = torch.tensor(t.behaviour_logprobs[prompt:], dtype=torch.float32)
+                logprobs = torch.tensor(t.behaviour_logprobs[prompt:end], dtype=torch.float32)
                 positions = [length] if whole_only else check_positions(length, every)
                 s = torch.tensor(positions)
                 sums, mins = logprobs.cumsum(0)[s - 1], logprobs.cummin(0).values[s - 1]  # over the first s tokens

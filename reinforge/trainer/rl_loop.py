@@ -225,7 +225,7 @@ def run_rl(
     schedule = make_schedule(  # sync, or async with bounded staleness (trainer.schedule)
         cfg, parts.engine, parts.env, parts.learner, parts.scorer, sampler, params, max_episode_tokens, first_step
     )
-    if heads is not None:  # sync schedule only (preflight): the learner's weights are the ones that sampled
+    if heads is not None:  # under async it runs on the producer thread, beside the weights that sampled
         schedule.collector = ValueHeadsCollector(schedule.collector, heads, cfg.rollout.group_size)
     if resume_state is not None:
         schedule.load_state_dict(resume_state.get("schedule"))

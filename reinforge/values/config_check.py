@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from reinforge.config import Config, ConfigError
 from reinforge.tasks.task import TaskSplits
-
-SUPPORTED_ENVS = ("single_turn", "tool")
+from reinforge.values.capabilities import check_value_capabilities
 
 
 def check_prompt_value(cfg: Config, needs_prompt_values: bool) -> None:
@@ -18,25 +17,7 @@ def check_prompt_value(cfg: Config, needs_prompt_values: bool) -> None:
         )
     if pv.curriculum == "pcl" and not pv.enabled:
         raise ConfigError("prompt_value.curriculum=pcl scores candidate prompts with the prompt-value model: set prompt_value.enabled=true")
-    if not pv.enabled and pv.curriculum == "uniform":
-        return
-    what = "prompt_value.enabled=true" if pv.enabled else f"prompt_value.curriculum={pv.curriculum}"
-    if cfg.trainer.schedule == "async" or cfg.trainer.partial_rollouts:
-        raise ConfigError(
-            f"{what} needs trainer.schedule=sync without partial rollouts: the curriculum draws prompts with the value model "
-            "and the latest outcomes, which an async producer or a resumed partial group would see out of step"
-        )
-    if cfg.env.type not in SUPPORTED_ENVS:
-        raise ConfigError(
-            f"{what} serves env.type in {SUPPORTED_ENVS} (one prompt, one outcome per episode); env.type={cfg.env.type} "
-            "splits episodes over agents or players"
-        )
-    if pv.enabled and cfg.algo.dynamic_sampling:
-        raise ConfigError(
-            "prompt_value.enabled=true learns from every group's outcome, and algo.dynamic_sampling=true drops the groups whose "
-            "rewards are all equal before the loop sees them (the value model would learn that no prompt is easy or hopeless); "
-            "use prompt_value.curriculum=pcl instead of dynamic sampling, or disable one of them"
-        )
+    check_value_capabilities(cfg)  # env, schedule, partial rollouts, dynamic sampling (reinforge.values.capabilities)
     names = [c.name for c in cfg.reward.components]
     if pv.component is not None and pv.component not in names:
         raise ConfigError(f"prompt_value.component={pv.component!r} is not a reward component; components: {', '.join(names)}")

@@ -106,9 +106,11 @@ class TurnProgress:
             out[owner].append(value)
         return out
 
-    def assign(self, trajectories: list[Trajectory]) -> dict[str, float]:
-        """Set each episode's progress turn rewards, then train on the episodes; progress/* metrics."""
+    def assign(self, trajectories: list[Trajectory], train_on: list[Trajectory] | None = None) -> dict[str, float]:
+        """Set each episode's progress turn rewards, then train on the episodes (those of `train_on`
+        only, when given: the staleness filter); progress/* metrics."""
         episodes = [t for t in trajectories if t.num_turns > 0 and not t.reward_failures]
+        trained = {id(t) for t in (trajectories if train_on is None else train_on)}
         if not episodes:
             return {}
         turns = [[t.token_ids[a:b] for a, b in turn_token_spans(t)] for t in episodes]
@@ -116,7 +118,7 @@ class TurnProgress:
         gap = sum(abs(sum(c) - t.reward) for c, t in zip(predicted, episodes)) / len(episodes)
         for t, c in zip(episodes, predicted):
             t.turn_rewards = progress_turn_rewards(t, redistributed_increments(c, t.reward))
-        self.buffer = (self.buffer + [(ts, t.reward) for ts, t in zip(turns, episodes)])[-self.cfg.buffer_size :]
+        self.buffer = (self.buffer + [(ts, t.reward) for ts, t in zip(turns, episodes) if id(t) in trained])[-self.cfg.buffer_size :]
         loss = self.train()
         return {"progress/sum_gap": gap, "progress/loss": loss, "progress/first_turn": sum(c[0] for c in predicted) / len(predicted)}
 

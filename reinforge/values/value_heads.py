@@ -2,9 +2,10 @@
 
 `ValueHeads` holds what the config turns on: the success head (reinforge.learner.success_head_learner;
 rollout pruning, value-guided voting at evaluation) and the SPA progress estimator
-(reinforge.values.turn_progress). `ValueHeadsCollector` wraps the schedule's group collector:
-before a step it gives the engine a pruning hook (once the head is warm), after it trains the
-heads on the scored batch and sets the progress turn rewards. Its state (both heads) rides in the
+(reinforge.values.turn_progress). `ValueHeadsCollector` wraps the schedule's group collector (in
+an async run it runs on the producer's thread, beside the weights that sampled): before a step it
+gives the engine a pruning hook (once the head is warm), after it trains the heads on the scored
+batch's newest samples (`newest_samples`) and sets the progress turn rewards. Its state (both heads) rides in the
 schedule's checkpoint state, so a resumed run continues with the same heads, buffers and generators.
 """
 
@@ -22,9 +23,22 @@ from reinforge.values.rollout_pruning import PruningHook, pruning_metrics
 from reinforge.values.turn_progress import TurnProgress
 
 
+def newest_samples(trajectories: list[Trajectory]) -> list[Trajectory]:
+    """The staleness filter of the value heads: only the samples of the newest policy version in
+    the batch train them. A value head estimates the success or progress of the policy as it is
+    now (ARRoL's quality head and SPA's progress estimator are both trained on the current policy's
+    rollouts); a partial rollout resumed from older weights (APRIL), whose `policy_version` is the
+    oldest that sampled any of its tokens, describes a policy already left behind. In a sync run,
+    and in an async one without partial rollouts, every sample of a batch has the same version and
+    nothing is dropped (`value_heads/stale_dropped` counts what is)."""
+    newest = max((t.policy_version for t in trajectories), default=0)
+    return [t for t in trajectories if t.policy_version == newest]
+
+
 class ValueHeads:
     def __init__(self, cfg: Config, model):
         self.model = model  # the learner's policy: in a sync run, the weights that sampled the batch
+        self.producer_holds_weights = cfg.trainer.schedule == "async"  # the producer's engine copy sampled it
         vocab = model.config.vocab_size
         seed = cfg.trainer.seed + 20_000  # streams of their own (head init, minibatch draws)
         s, p = cfg.success_head, cfg.progress
@@ -77,10 +91,15 @@ class ValueHeadsCollector:
         if self.heads.prune:
             metrics.update(pruning_metrics(collected.trajectories, collected.pruned))
             metrics["prune/active"] = float(hook is not None)
+        fresh = newest_samples(collected.trajectories)
+        metrics["value_heads/stale_dropped"] = float(len(collected.trajectories) - len(fresh))
         if success is not None:
-            metrics.update(success.update(self.heads.model, collected.trajectories))
+            # The weights that sampled: the learner's in a sync run; under async the learner's thread trains
+            # it meanwhile, and the producer's own engine copy holds the weights of this batch.
+            model = engine.model if self.heads.producer_holds_weights else self.heads.model
+            metrics.update(success.update(model, fresh))
         if self.heads.progress is not None:
-            metrics.update(self.heads.progress.assign(collected.trajectories))
+            metrics.update(self.heads.progress.assign(collected.trajectories, train_on=fresh))
         metrics["time/value_heads"] = time.perf_counter() - start
         return collected, metrics
 

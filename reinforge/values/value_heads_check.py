@@ -6,35 +6,15 @@ from __future__ import annotations
 from reinforge.algos.advantages import get_estimator
 from reinforge.config import Config, ConfigError
 from reinforge.engines.torch_engine import MAX_BATCH_SIZE
-
-NO_ENV_TURNS = ("game", "gateway")  # per-player trajectories / agent episodes in pieces: no one turn sequence per episode
+from reinforge.values.capabilities import check_value_capabilities
 
 
 def check_value_heads(cfg: Config) -> None:
-    s, p, t = cfg.success_head, cfg.progress, cfg.trainer
+    s, p = cfg.success_head, cfg.progress
     if s.prune and not s.enabled:
         raise ConfigError("success_head.prune=true prunes with the success head's predictions: set success_head.enabled=true")
-    for key, on in (("success_head.enabled", s.enabled), ("progress.enabled", p.enabled)):
-        if not on:
-            continue
-        if t.schedule != "sync" or t.partial_rollouts:
-            what = "trainer.partial_rollouts=true" if t.partial_rollouts else "trainer.schedule=async"
-            raise ConfigError(
-                f"{key}=true trains on each step's batch with the policy that sampled it, which only the sync schedule "
-                f"without partial rollouts guarantees; {what} is not supported with it: use trainer.schedule=sync"
-            )
-    if s.enabled and cfg.env.type != "single_turn":
-        raise ConfigError(
-            f"success_head.enabled=true reads single-turn responses (prompt, then one sampled response); env.type={cfg.env.type} "
-            "is not supported (for multi-turn credit see progress.enabled)"
-        )
+    check_value_capabilities(cfg)  # env, schedule, partial rollouts, engine (reinforge.values.capabilities)
     if s.prune:
-        if cfg.engine.type != "torch" or cfg.workers.workers > 0:
-            where = f"engine.type={cfg.engine.type}" if cfg.engine.type != "torch" else f"workers.workers={cfg.workers.workers} (Ray rollout workers)"
-            raise ConfigError(
-                f"success_head.prune=true stops rows inside our in-process PyTorch engine's decode loop; {where} has no such hook: "
-                "use engine.type=torch and workers.workers=0, or success_head.prune=false"
-            )
         group = cfg.rollout.group_size
         needed = max(s.min_group_size, get_estimator(cfg.algo.advantage).min_group_size)
         if s.min_group_size > group:
@@ -53,11 +33,6 @@ def check_value_heads(cfg: Config) -> None:
                 "no pruning check would ever run; lower it"
             )
     if p.enabled:
-        if cfg.env.type == "single_turn" or cfg.env.type in NO_ENV_TURNS:
-            raise ConfigError(
-                f"progress.enabled=true spreads a multi-turn episode's outcome over its turns; env.type={cfg.env.type} "
-                "has no such episodes (single_turn: one turn; game / gateway: not supported): use a multi-turn env such as env.type=tool"
-            )
         if not get_estimator(cfg.algo.advantage).turn_level:
             raise ConfigError(
                 f"progress.enabled=true gives per-turn rewards that sum to the outcome, which changes nothing for the episode-level "

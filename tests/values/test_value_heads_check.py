@@ -14,18 +14,19 @@ PRUNE = ["success_head.enabled=true", "success_head.prune=true"]
     "overrides, message",
     [
         (["success_head.prune=true"], "set success_head.enabled=true"),
-        ([*PRUNE, "trainer.schedule=async", "algo.tis_cap=2.0"], "trainer.schedule=async is not supported"),
-        ([*PRUNE, "trainer.partial_rollouts=true", "algo.tis_cap=2.0"], "trainer.partial_rollouts=true is not supported"),
-        ([*PRUNE, "engine.type=vllm"], "engine.type=vllm has no such hook"),
+        ([*PRUNE, "trainer.partial_rollouts=true", "algo.tis_cap=2.0"], "with trainer.partial_rollouts=true: partial rollouts sample in rounds"),
+        ([*PRUNE, "engine.type=vllm"], "with engine.type=vllm: it stops rows inside our in-process PyTorch engine"),
         ([*PRUNE, "workers.workers=2"], "Ray rollout workers"),
         ([*PRUNE, "env.type=tool"], "env.type=tool is not supported"),
+        (["success_head.enabled=true", "env.type=gateway"], "env.type=gateway is not supported"),
+        (["success_head.enabled=true", "trainer.schedule=async", "algo.tis_cap=2.0", "engine.type=vllm"], "reads the sampling weights' logits"),
         ([*PRUNE, "success_head.min_group_size=9"], "exceeds rollout.group_size=8"),
         ([*PRUNE, "rollout.prompts_per_step=128"], "at most 512"),
         ([*PRUNE, "success_head.check_every=8"], "no pruning check would ever run"),
-        (["progress.enabled=true"], "env.type=single_turn has no such episodes"),
+        (["progress.enabled=true"], "env.type=single_turn is not supported"),
+        (["progress.enabled=true", "env.type=game"], "env.type=game is not supported"),
         (["progress.enabled=true", "env.type=tool", "algo.advantage=grpo"], "use a turn-level estimator"),
         (["progress.enabled=true", "env.type=tool", "algo.advantage=turn_rloo", "algo.turn_reward_fix=clip"], "leave them at none"),
-        (["progress.enabled=true", "env.type=tool", "algo.advantage=turn_rloo", "trainer.schedule=async", "algo.tis_cap=2.0"], "use trainer.schedule=sync"),
     ],
 )
 def test_refused_with_the_reason(overrides: list[str], message: str) -> None:
@@ -37,3 +38,10 @@ def test_supported_settings_pass() -> None:
     check_value_heads(load_config("default", [*PRUNE, "algo.dynamic_sampling=true"]))
     check_value_heads(load_config("default", ["progress.enabled=true", "env.type=tool", "algo.advantage=turn_rloo"]))
     check_value_heads(load_config("default"))
+    # Lifted by the turn spans and the staleness filter (reinforge.values.capabilities):
+    check_value_heads(load_config("default", ["success_head.enabled=true", "env.type=tool"]))
+    check_value_heads(load_config("default", ["success_head.enabled=true", "env.type=text_game"]))
+    check_value_heads(load_config("default", ["progress.enabled=true", "env.type='my_pkg.envs:MultiTurn'", "algo.advantage=turn_rloo"]))
+    check_value_heads(load_config("default", [*PRUNE, "trainer.schedule=async", "algo.tis_cap=2.0"]))
+    check_value_heads(load_config("default", ["success_head.enabled=true", "trainer.partial_rollouts=true", "algo.tis_cap=2.0"]))
+    check_value_heads(load_config("default", ["progress.enabled=true", "env.type=tool", "algo.advantage=turn_rloo", "trainer.schedule=async", "algo.tis_cap=2.0"]))

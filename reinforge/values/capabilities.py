@@ -1,0 +1,112 @@
+"""What each value feature supports, declared once (as `EstimatorSpec` declares what an estimator
+needs), and the one check of a run's config against those declarations, before compute.
+
+A feature that does not support something says why in `refusals`: the reason is the message. The
+value heads (success head, turn progress) train only on the newest policy version's samples
+(`reinforge.values.value_heads.newest_samples`), which is what lets them run under the async
+schedule and partial rollouts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reinforge.config import Config, ConfigError
+
+ONE_OUTCOME_ENVS = ("single_turn", "tool")  # (prompt, outcome) per episode, as the curricula read it
+# A game yields one trajectory per player, a gateway agent's episode comes in pieces (one per model call).
+SPLIT_EPISODES = ("game", "gateway")
+
+
+@dataclass(frozen=True)
+class ValueFeatureSpec:
+    switch: str  # the setting that turns the feature on, as the messages name it
+    env_reason: str  # what it needs of an episode
+    only_envs: tuple[str, ...] | None = None  # env.type values it serves (None: any but refused_envs)
+    refused_envs: tuple[str, ...] = ()
+    async_schedule: bool = True
+    partial: bool = True
+    dynamic_sampling: bool = True
+    in_process: bool = False  # needs engine.type=torch without Ray workers (a hook inside the decode loop)
+    async_in_process: bool = False  # ... under trainer.schedule=async only (the producer's own engine serves it)
+    refusals: dict[str, str] = field(default_factory=dict)  # capability -> why not (and what to set)
+
+
+PROMPT_VALUE_ASYNC = (
+    "the curriculum draws each step's prompts with the value model that the learner's thread trains on the last outcomes; "
+    "an async producer or a partial group drawn steps ago would draw with a model out of step (not built): use trainer.schedule=sync "
+    "and trainer.partial_rollouts=false"
+)
+
+SPECS = {
+    "prompt_value": ValueFeatureSpec(
+        "prompt_value.enabled=true", "one prompt, one outcome per episode", only_envs=ONE_OUTCOME_ENVS,
+        async_schedule=False, partial=False, dynamic_sampling=False,
+        refusals={
+            "async": PROMPT_VALUE_ASYNC, "partial": PROMPT_VALUE_ASYNC,
+            # A genuine conflict: dynamic sampling removes exactly the outcomes the model must learn.
+            "dynamic_sampling": "it learns from every group's outcome, and algo.dynamic_sampling=true drops the groups whose rewards "
+            "are all equal before the loop sees them (the value model would learn that no prompt is easy or hopeless); "
+            "use prompt_value.curriculum=pcl instead of dynamic sampling, or disable one of them",
+        },
+    ),
+    "curriculum": ValueFeatureSpec(
+        "prompt_value.curriculum", "one prompt, one outcome per episode", only_envs=ONE_OUTCOME_ENVS,
+        async_schedule=False, partial=False, refusals={"async": PROMPT_VALUE_ASYNC, "partial": PROMPT_VALUE_ASYNC},
+    ),
+    "success_head": ValueFeatureSpec(
+        # Multi-turn: the head reads the final turn's response (the one the verifier checks).
+        "success_head.enabled=true", "one episode's turns in one trajectory", refused_envs=SPLIT_EPISODES,
+        # Async: the head reads the sampling policy's logits from the producer's own in-process engine.
+        async_in_process=True,
+        refusals={"engine": "under trainer.schedule=async it reads the sampling weights' logits from the in-process "
+                  "PyTorch engine: use engine.type=torch and workers.workers=0, or trainer.schedule=sync"},
+    ),
+    "prune": ValueFeatureSpec(
+        "success_head.prune=true", "one response sampled in one engine batch", only_envs=("single_turn",),
+        partial=False, in_process=True,
+        refusals={
+            "partial": "partial rollouts sample in rounds that abort rows themselves, with no pruning hook (not built): "
+            "use trainer.partial_rollouts=false or success_head.prune=false",
+            "engine": "it stops rows inside our in-process PyTorch engine's decode loop, which other engines and Ray workers "
+            "lack: use engine.type=torch and workers.workers=0, or success_head.prune=false",
+        },
+    ),
+    "progress": ValueFeatureSpec(
+        "progress.enabled=true", "a multi-turn episode's turns in one trajectory", refused_envs=("single_turn", *SPLIT_EPISODES),
+        partial=False,  # partial rollouts serve single-turn envs only: nothing to spread
+        refusals={"partial": "partial rollouts serve single-turn envs only, and turn progress multi-turn ones: "
+                  "use trainer.partial_rollouts=false"},
+    ),
+}
+
+
+def active_features(cfg: Config) -> list[str]:
+    pv, s = cfg.prompt_value, cfg.success_head
+    on = {
+        "prompt_value": pv.enabled, "curriculum": pv.curriculum != "uniform", "success_head": s.enabled,
+        "prune": s.enabled and s.prune, "progress": cfg.progress.enabled,
+    }
+    return [name for name, enabled in on.items() if enabled]
+
+
+def check_value_capabilities(cfg: Config) -> None:
+    """Each active value feature against its declaration; the first unsupported setting is refused."""
+    t = cfg.trainer
+    for name in active_features(cfg):
+        spec = SPECS[name]
+        what = spec.switch if "=" in spec.switch else f"{spec.switch}={cfg.prompt_value.curriculum}"
+        env = cfg.env.type
+        if env in spec.refused_envs or (spec.only_envs is not None and env not in spec.only_envs):
+            serves = f"env.type in {spec.only_envs}" if spec.only_envs else f"env.type other than {spec.refused_envs}"
+            raise ConfigError(f"{what} serves {serves} (it needs {spec.env_reason}); env.type={env} is not supported")
+        if t.schedule == "async" and not spec.async_schedule:
+            raise ConfigError(f"{what} with trainer.schedule=async: {spec.refusals['async']}")
+        if t.partial_rollouts and not spec.partial:
+            raise ConfigError(f"{what} with trainer.partial_rollouts=true: {spec.refusals['partial']}")
+        if cfg.algo.dynamic_sampling and not spec.dynamic_sampling:
+            raise ConfigError(f"{what} with algo.dynamic_sampling=true: {spec.refusals['dynamic_sampling']}")
+        in_process = cfg.engine.type == "torch" and cfg.workers.workers == 0
+        if (spec.in_process or (spec.async_in_process and t.schedule == "async")) and not in_process:
+            where = f"engine.type={cfg.engine.type}" if cfg.engine.type != "torch" else f"workers.workers={cfg.workers.workers} (Ray rollout workers)"
+            raise ConfigError(f"{what} with {where}: {spec.refusals['engine']}")
