@@ -25,6 +25,7 @@ from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.models import lora
 from reinforge.models.loading import load_model_and_tokenizer, save_model
+from reinforge.models.model_source import resolve_model_path
 from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.models.value_model import ValueModel
 from reinforge.rewards.builtin import build_component
@@ -86,7 +87,9 @@ def starting_model(cfg: Config, name: str, tasks: TaskSplits, tokenizer=None):
     """A policy's first weights: its own `policies.<name>.model`, or the run's model (built or
     loaded once per policy, so each has weights of its own)."""
     own = cfg.policies[name].model
-    return load_model_and_tokenizer(own) if own is not None else build_policy(cfg, tasks, tokenizer)
+    if own is None:
+        return build_policy(cfg, tasks, tokenizer)
+    return load_model_and_tokenizer(resolve_model_path(own, what=f"policies.{name}.model"))  # a directory, Hub id or GGUF file
 
 
 def starting_models(cfg: Config, tasks: TaskSplits, tokenizer=None, load=None) -> tuple[dict, object]:
