@@ -141,12 +141,14 @@ def render_table(model: type[BaseModel], prefix: str) -> list[str]:
 def render_config_docs() -> str:
     lines = [HEADER, USAGE]
     for section, field in Config.model_fields.items():
-        model = field.annotation
+        model, prefix = field.annotation, section
+        if typing.get_origin(model) is dict:  # a mapping of named sections (policies: name -> options)
+            model, prefix = typing.get_args(model)[1], f"{section}.<name>"
         assert isinstance(model, type) and issubclass(model, BaseModel), section
         lines.append(f"## {section}\n")
         if field.description:
             lines.append(field.description + "\n")
-        lines += render_table(model, section)
+        lines += render_table(model, prefix)
         lines.append("")
     return "\n".join(lines)
 

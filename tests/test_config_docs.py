@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing
+
 import pytest
 from pydantic import BaseModel
 
@@ -10,7 +12,9 @@ from reinforge.config_docs import DOCS_PATH, render_config_docs
 
 
 def _sections() -> list[type[BaseModel]]:
-    return [Config, *(f.annotation for f in Config.model_fields.values()), RewardComponent, LoraConfig]
+    # A mapping of named sections (policies: name -> options) is documented by its value's section.
+    annotations = [f.annotation for f in Config.model_fields.values()]
+    return [Config, *(typing.get_args(a)[1] if typing.get_origin(a) is dict else a for a in annotations), RewardComponent, LoraConfig]
 
 
 def test_docs_file_is_up_to_date() -> None:
@@ -29,8 +33,11 @@ def test_docs_list_every_key_with_its_default() -> None:
     docs = render_config_docs()
     for section, field in Config.model_fields.items():
         assert f"## {section}" in docs
-        for key in field.annotation.model_fields:
-            assert f"| `{section}.{key}` |" in docs
+        model, prefix = field.annotation, section
+        if typing.get_origin(model) is dict:  # policies: name -> options
+            model, prefix = typing.get_args(model)[1], f"{section}.<name>"
+        for key in model.model_fields:
+            assert f"| `{prefix}.{key}` |" in docs
     assert "| `rollout.group_size` | `int` | `8` |" in docs
     assert "| `model.path` | `str \\| None` | `null` |" in docs
     assert "| `reward.components[].fn` | `str` | `required` |" in docs

@@ -10,10 +10,11 @@ import os
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from reinforge.config.algo_schema import AlgoConfig
 from reinforge.config.monitor_schema import MonitorConfig
+from reinforge.config.policies_schema import PolicyConfig, check_policy_names, default_policies, policies_from_names
 from reinforge.config.section import ConfigError, Section
 
 
@@ -89,6 +90,13 @@ class TaskConfig(Section):
     verifier: str | None = Field(None, description="Verifier of every task (source=hf_dataset); default: numeric with answer_format=gsm8k, else exact.")
     train_size: int = Field(20000, gt=0, description="Number of training tasks (generated sources).")
     eval_size: int = Field(500, gt=0, description="Number of held-out tasks.")
+    # The run's trainable policy names (Config.policies), which a game's seats name: set by Config,
+    # so a task source reads them from the task section it is given (a bare TaskConfig: `policy`).
+    _policy_names: list[str] = PrivateAttr(default_factory=lambda: ["policy"])
+
+    @property
+    def policy_names(self) -> list[str]:
+        return list(self._policy_names)
     system_prompt: str | None = Field(
         None,
         description="System message put first in every task's prompt (replacing one the task data brings); null: none, so the chat "
@@ -413,6 +421,11 @@ class ProgressConfig(Section):
 
 
 class Config(Section):
+    policies: dict[str, PolicyConfig] = Field(
+        default_factory=default_policies,
+        description="The trainable policies, name -> options (default: one named `policy`); several play the seats of a game "
+        "(task.params.train_seats names them), each its own model, learner and engine (docs/games.md). On the command line: policies=[a, b].",
+    )
     model: ModelConfig = Field(default_factory=ModelConfig, description="The policy model.")
     task: TaskConfig = Field(default_factory=TaskConfig, description="Where training and held-out tasks come from.")
     sft: SFTConfig = Field(default_factory=SFTConfig, description="Supervised warm-up before RL.")
@@ -430,6 +443,21 @@ class Config(Section):
     success_head: SuccessHeadConfig = Field(default_factory=SuccessHeadConfig, description="Success prediction from partial responses: rollout pruning and value-guided voting (ARRoL).")
     progress: ProgressConfig = Field(default_factory=ProgressConfig, description="Per-turn progress rewards for multi-turn agents (SPA-RL).")
     monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="Training-health monitors: entropy collapse, KL and log-prob-gap blow-up, clip spikes, response length, reward and format hacking, mode collapse, zero-variance groups (docs/running.md, 'Training-health monitors').")
+
+    @field_validator("policies", mode="before")
+    @classmethod
+    def _policies_from_names(cls, value):
+        return policies_from_names(value)
+
+    @field_validator("policies")
+    @classmethod
+    def _policy_names(cls, policies: dict[str, PolicyConfig]) -> dict[str, PolicyConfig]:
+        return check_policy_names(policies)
+
+    @model_validator(mode="after")
+    def _tell_the_task_its_policies(self) -> Config:
+        self.task._policy_names = list(self.policies)
+        return self
 
     @field_validator("reward")
     @classmethod

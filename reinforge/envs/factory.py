@@ -91,7 +91,7 @@ def build_env(cfg: Config, tokenizer: PreTrainedTokenizerBase) -> Env:
         from reinforge.games.env import GameEnv
         from reinforge.games.spec import parse_spec
 
-        spec, _ = parse_spec(cfg.task.params)
+        spec, _ = parse_spec(cfg.task.params, list(cfg.policies))
         return GameEnv(tokenizer, cfg.env.max_turns, spec.opponent_pool, cfg.trainer.seed, spec.ratings)
     if cfg.env.type == "text_game":
         from reinforge.textgames.env import TextGameEnv

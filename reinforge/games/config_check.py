@@ -11,7 +11,7 @@ def check_game_config(cfg: Config) -> None:
     if cfg.task.source != "game":
         raise ConfigError(f"env.type=game plays the game setups of task.source=game (docs/games.md), not task.source={cfg.task.source}")
     try:
-        spec, game = parse_spec(cfg.task.params)
+        spec, game = parse_spec(cfg.task.params, list(cfg.policies))
     except GameSpecError as err:
         raise ConfigError(str(err)) from None
     check_chat_game_config(cfg, game.name, game.max_moves, "game")
@@ -19,7 +19,7 @@ def check_game_config(cfg: Config) -> None:
         check_several_policies(cfg, spec.policy_names)
         if spec.opponent_pool is not None:
             raise ConfigError(
-                f"task.params.opponent_pool: a pool snapshots one policy, and task.params.policies={spec.policy_names} "
+                f"task.params.opponent_pool: a pool snapshots one policy, and policies={spec.policy_names} "
                 "trains several; an opponent pool per policy is not built (drop opponent_pool)"
             )
     if spec.opponent_pool is not None:
@@ -49,15 +49,19 @@ def check_game_config(cfg: Config) -> None:
 
 
 def check_several_policies(cfg: Config, names: list[str]) -> None:
-    """What a run of several distinct policies (reinforge.run.multi_policy) does not do (yet)."""
-    why = f"task.params.policies={names} trains {len(names)} distinct policies, each a full model with its own learner and engine"
+    """What a run of several distinct policies (one RL loop over them: reinforge.trainer.rl_loop) cannot do.
+
+    Each policy has its own learner (group), engine (in-process, Ray workers or vLLM), reference,
+    critic and LoRA adapters, built by the same builders as one policy's. What stays refused is
+    what samples or steers one policy's weights for the whole step."""
+    why = f"policies={names} trains {len(names)} distinct policies"
     refused = [
-        (cfg.model.lora is not None, "model.lora", "separate LoRA adapters per policy on one base are not built; remove model.lora"),
-        (cfg.critic.enabled, "critic.enabled", "a critic per policy is not built; use a critic-free estimator (dr_mas, grpo, ...)"),
-        (cfg.workers.learners > 1, "workers.learners", "a data-parallel learner group per policy is not built; set workers.learners=1"),
-        (cfg.workers.workers > 0, "workers.workers", "Ray rollout workers per policy are not built; set workers.workers=0"),
-        (cfg.engine.type != "torch", "engine.type", "one vLLM engine per policy is not built; use engine.type=torch"),
-        (cfg.trainer.schedule != "sync", "trainer.schedule", "the async schedule is not built for several policies; use sync"),
+        (cfg.trainer.schedule != "sync", "trainer.schedule",
+         "the async producer samples a step's games with one versioned snapshot of one learner's weights, in one private "
+         "model copy; a joint game needs every policy's snapshot of the same step, which it does not hold; use trainer.schedule=sync"),
+        (cfg.prompt_value.enabled or cfg.prompt_value.curriculum != "uniform", "prompt_value",
+         "the prompt-value model picks a step's prompts from one policy's pass rates, and a game's prompt is played by "
+         "several; leave prompt_value off (enabled=false, curriculum=uniform)"),
     ]
     for bad, key, reason in refused:
         if bad:

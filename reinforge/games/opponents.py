@@ -96,7 +96,7 @@ OPPONENTS: dict[str, Opponent] = {
 def check_opponent(name: str, game: Game) -> None:
     """Raises ValueError when opponent `name` does not exist or cannot play `game`."""
     if name not in OPPONENTS:
-        raise ValueError(f"unknown player {name!r}; fixed players: {', '.join(OPPONENTS)}, or a trainable policy named in task.params.policies (default: 'policy')")
+        raise ValueError(f"unknown player {name!r}; fixed players: {', '.join(OPPONENTS)}, or a trainable policy named in `policies:` (default: 'policy')")
     if name == "minimax" and (not game.perfect_information or game.num_players != 2 or game.max_moves > 9):
         raise ValueError(f"minimax searches the whole game tree: small two-player perfect-information games only (tictactoe), not {game.name}")
     if name == "kuhn_equilibrium" and game.name != "kuhn_poker":

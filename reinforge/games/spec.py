@@ -9,14 +9,13 @@
         eval_games: 20                       # games per opponent and seat
         draw_reward: 0.0
         max_illegal_moves: 2
-        policies: [policy]                   # trainable policies: one shared policy, or several distinct ones
         opponent_pool: {every: 10, size: 4, sample: pfsp}   # frozen past policies for `pool` seats (reinforge.games.pool)
         ratings: true                        # OpenSkill ratings of the policy at each evaluation (reinforge.games.ratings)
 
-A seat names a trainable policy from `policies` or a fixed player (reinforge.games.opponents).
-Several distinct policies (`policies: [describer, guesser]`, or a mapping with each one's options:
-`policies: {describer: {}, guesser: {model: path/to/hf_dir}}`) are each their own model, trained
-on the trajectories of the seats it plays (reinforge.run.multi_policy). Checked before any
+A seat names a trainable policy of the run's top-level `policies:` section (default: one, `policy`)
+or a fixed player (reinforge.games.opponents). Several distinct policies (`policies: {describer: {},
+guesser: {model: path/to/hf_dir}}`) are each their own model, trained on the trajectories of the
+seats it plays (reinforge.run.pipeline, reinforge.trainer.rl_loop). Checked before any
 compute: unknown game or player, an opponent that cannot play the game, more trainable policies
 than the game has players, a policy that plays no seat, a policy named like a fixed player.
 """
@@ -30,18 +29,11 @@ from reinforge.games.opponents import OPPONENTS, check_opponent
 from reinforge.games.play import POLICY
 from reinforge.games.pool import POOL, OpponentPoolSpec
 from reinforge.games.registry import get_game
+from reinforge.config.policies_schema import MOVED_FROM_TASK_PARAMS
 
 
 class GameSpecError(ValueError):
     pass
-
-
-class PolicyOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    model: str | None = Field(
-        None, description="A Hugging Face model directory this policy starts from (no warm-up for it); default: the run's model, warmed up on this policy's seats."
-    )
 
 
 class GameSpec(BaseModel):
@@ -53,19 +45,14 @@ class GameSpec(BaseModel):
     eval_games: int = Field(20, gt=0, description="Evaluation games per opponent and seat.")
     draw_reward: float = Field(0.0, description="Reward of each player for a draw (and for a game cut before its end).")
     max_illegal_moves: int = Field(2, gt=0, description="A player's n-th illegal move ends the game as its loss.")
-    policies: list[str] | dict[str, PolicyOptions] = Field(
-        default_factory=lambda: [POLICY],
-        description="Trainable policies, named as seats name them: one shared policy, or several distinct models (a list of names, or name: {model: dir}).",
-    )
+    # Not a task.params key: the run's top-level `policies:` names, handed to parse_spec.
+    policies: list[str] = Field(default_factory=lambda: [POLICY], exclude=True)
     opponent_pool: OpponentPoolSpec | None = Field(None, description="Frozen past policies as opponents: a `pool` seat in train_seats is played by a snapshot drawn from this pool (docs/games.md).")
     ratings: bool = Field(True, description="Rate the policy at every evaluation (OpenSkill, against the fixed opponents as anchors); needs the openskill package (pip install 'reinforge[games]').")
 
     @property
     def policy_names(self) -> list[str]:
         return list(self.policies)
-
-    def policy_options(self, name: str) -> PolicyOptions:
-        return self.policies[name] if isinstance(self.policies, dict) else PolicyOptions()
 
     def seats(self, game: Game) -> list[list[str]]:
         if self.train_seats:
@@ -82,10 +69,13 @@ class GameSpec(BaseModel):
         return ["random"] + ([perfect] if perfect else [])
 
 
-def parse_spec(params: dict) -> tuple[GameSpec, Game]:
-    """The checked spec and its game; every error names its `task.params` key."""
+def parse_spec(params: dict, policies: list[str] | None = None) -> tuple[GameSpec, Game]:
+    """The checked spec and its game, the seats naming `policies` (the run's `policies:` section;
+    default: one, `policy`); every error names its key."""
+    if "policies" in params:
+        raise GameSpecError(MOVED_FROM_TASK_PARAMS)
     try:
-        spec = GameSpec.model_validate(params)
+        spec = GameSpec.model_validate({**params, "policies": list(policies or [POLICY])})
     except ValidationError as err:
         lines = [f"task.params.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()]
         raise GameSpecError("; ".join(lines) + " (task.source=game; docs/games.md)") from None
@@ -95,16 +85,16 @@ def parse_spec(params: dict) -> tuple[GameSpec, Game]:
         raise GameSpecError(f"task.params.game: {err}") from None
     names = spec.policy_names
     if not names:
-        raise GameSpecError("task.params.policies is empty: name at least one trainable policy")
+        raise GameSpecError("policies is empty: name at least one trainable policy")
     if len(names) > game.num_players:
         raise GameSpecError(
-            f"task.params.policies: {len(names)} trainable policies but {game.name} has {game.num_players} players"
+            f"policies: {len(names)} trainable policies but {game.name} has {game.num_players} players"
         )
     if len(set(names)) != len(names):
-        raise GameSpecError(f"task.params.policies={names}: a policy is named twice")
+        raise GameSpecError(f"policies={names}: a policy is named twice")
     for name in names:
         if name in OPPONENTS:
-            raise GameSpecError(f"task.params.policies: {name!r} is the name of a fixed player; give the trainable policy another name")
+            raise GameSpecError(f"policies: {name!r} is the name of a fixed player; give the trainable policy another name")
     if len(names) > 1 and spec.train_seats is None and len(names) != game.num_players:
         raise GameSpecError(
             f"task.params.train_seats: {len(names)} policies for {game.num_players} seats; say who plays each seat "
@@ -131,7 +121,7 @@ def parse_spec(params: dict) -> tuple[GameSpec, Game]:
     for name in names:
         if name not in seated:
             raise GameSpecError(
-                f"task.params.policies.{name}: this policy plays no seat in task.params.train_seats={spec.seats(game)}, "
+                f"policies.{name}: this policy plays no seat in task.params.train_seats={spec.seats(game)}, "
                 "so it would never be trained; seat it, or remove it"
             )
     for who in spec.opponents(game):

@@ -27,7 +27,7 @@ def check(cfg: TaskConfig) -> None:
 
 def spec_of(cfg: TaskConfig) -> tuple[GameSpec, Game]:
     try:
-        return parse_spec(cfg.params)
+        return parse_spec(cfg.params, cfg.policy_names)
     except GameSpecError as err:
         raise ConfigError(str(err)) from None
 

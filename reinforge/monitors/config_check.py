@@ -18,5 +18,5 @@ def check_monitor_config(cfg: Config, multi_policy: bool) -> None:
     if multi_policy and m.enabled and m.action != "warn":
         raise ConfigError(
             f"monitor.action={m.action}: the training-health monitors watch one-policy runs, and this run trains several "
-            "policies (task.params.policies); leave monitor.action=warn (they do not run here) or train one policy"
+            "policies (`policies:`); leave monitor.action=warn (they do not run here) or train one policy"
         )

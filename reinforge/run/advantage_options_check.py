@@ -31,9 +31,7 @@ def check_advantage_options(cfg: Config) -> None:
             "set algo.advantage=grpo or drop algo.scale_rewards"
         )
     if get_estimator(algo.advantage).needs_greedy_baseline:
-        from reinforge.run.multi_policy import is_multi_policy
-
-        if cfg.trainer.partial_rollouts or is_multi_policy(cfg):
+        if cfg.trainer.partial_rollouts or len(cfg.policies) > 1:
             what = "trainer.partial_rollouts=true" if cfg.trainer.partial_rollouts else "a multi-policy run"
             raise ConfigError(
                 f"algo.advantage={algo.advantage} needs one greedy rollout of each prompt beside its group, which only the "

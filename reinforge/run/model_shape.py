@@ -111,10 +111,8 @@ def tiny_shape(preset: str, vocab: int, max_positions: int) -> ModelShape:
 def run_shapes(cfg: Config, model_dir: Path | None) -> tuple[ModelShape, ModelShape | None, int]:
     """The policy's shape, a separate critic trunk's (None: none, or a copy of the policy), and the
     number of trainable policies (several for a game's multi-policy run)."""
-    from reinforge.run.multi_policy import policy_names
-
     shape = config_shape(cfg, model_dir)
     critic = None
     if cfg.critic.enabled and cfg.critic.trunk == "separate":
         critic = tiny_shape(cfg.critic.preset, shape.vocab, cfg.model.max_positions)
-    return shape, critic, max(1, len(policy_names(cfg)))
+    return shape, critic, len(cfg.policies)

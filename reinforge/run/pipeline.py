@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from reinforge.config import Config, ConfigError, dump_config
+from reinforge.config.policies_schema import DEFAULT_POLICY
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.factory import build_env
 from reinforge.import_paths import is_in_memory
@@ -24,19 +25,21 @@ from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.models import lora
 from reinforge.models.loading import load_model_and_tokenizer, save_model
+from reinforge.models.model_source import resolve_model_path
 from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.models.value_model import ValueModel
 from reinforge.rewards.builtin import build_component
 from reinforge.rewards.call_errors import RewardWorkerStartError
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.tasks.registry import load_tasks
-from reinforge.tasks.task import TaskSplits
+from reinforge.tasks.task import Task, TaskSplits
 from reinforge.telemetry import MetricsLogger, logged_sft_seconds, print_summary, reward_curve_summary, run_time_rows
 from reinforge.telemetry.reward_failures import describe_reward_failures, reward_failure_totals
 from reinforge.telemetry.wandb_sink import wandb_available
 from reinforge.run.preflight import preflight
 from reinforge.run.task_fit import check_tasks_fit, run_tokenizer
-from reinforge.trainer.rl_loop import RLComponents, RLResult, episode_token_budget, run_rl
+from reinforge.trainer.policy import Policy, PrefixedLogger, metric_prefix, policy_path
+from reinforge.trainer.rl_loop import RLResult, episode_token_budget, run_rl
 from reinforge.run import checkpoint as ckpt
 from reinforge.evals.evaluation import evaluate, verifier_pool
 from reinforge.run.graceful_stop import GracefulStop
@@ -76,39 +79,115 @@ def build_policy(cfg: Config, tasks: TaskSplits, tokenizer=None):
     return model, tokenizer
 
 
-def lora_base_for_resume(cfg: Config, run_dir: Path, tasks: TaskSplits, tokenizer):
-    """The frozen base a LoRA run's checkpointed adapters sit on: the warm-up's result (saved in
-    run_dir/warm_start), else the model the run started from (model.path, or the tiny model built
-    again from the seed, exactly as the first time)."""
-    if cfg.sft.steps:
-        return load_model_and_tokenizer(str(run_dir / "warm_start"))
-    return build_policy(cfg, tasks, tokenizer)
+def same_vocabulary(tokenizer, other) -> bool:
+    return tokenizer.get_vocab() == other.get_vocab() and tokenizer.chat_template == other.chat_template
 
 
-def attach_lora(cfg: Config, model, checkpoint: Path | None, state: dict | None):
+def starting_model(cfg: Config, name: str, tasks: TaskSplits, tokenizer=None):
+    """A policy's first weights: its own `policies.<name>.model`, or the run's model (built or
+    loaded once per policy, so each has weights of its own)."""
+    own = cfg.policies[name].model
+    if own is None:
+        return build_policy(cfg, tasks, tokenizer)
+    return load_model_and_tokenizer(resolve_model_path(own, what=f"policies.{name}.model"))  # a directory, Hub id or GGUF file
+
+
+def starting_models(cfg: Config, tasks: TaskSplits, tokenizer=None, load=None) -> tuple[dict, object]:
+    """Every policy's model (`load(name)`, default: its starting model) and the one tokenizer they
+    share: the game's messages are tokenized once per seat, as each policy reads them."""
+    models, shared = {}, None
+    for name in cfg.policies:
+        model, own_tokenizer = load(name) if load is not None else starting_model(cfg, name, tasks, tokenizer)
+        if shared is None:
+            shared = own_tokenizer
+        elif not same_vocabulary(shared, own_tokenizer):
+            raise ConfigError(
+                f"policies.{name}.model={cfg.policies[name].model}: its tokenizer differs from the other policies' "
+                f"({next(iter(cfg.policies))}); the policies of one run read the same tokenized game messages, so they must share one tokenizer"
+            )
+        models[name] = model
+    return models, shared
+
+
+def warms_up(cfg: Config, name: str) -> bool:
+    """A policy with a model of its own starts from it as given; the others are warmed up (sft.steps)."""
+    return cfg.policies[name].model is None and cfg.sft.steps > 0
+
+
+def lora_base_for_resume(cfg: Config, name: str, run_dir: Path, tasks: TaskSplits, tokenizer):
+    """The frozen base a LoRA policy's checkpointed adapters sit on: its warm-up's result (saved in
+    run_dir/warm_start[/name]), else the model it started from (its own, model.path, or the tiny
+    model built again from the seed, exactly as the first time)."""
+    if warms_up(cfg, name):
+        return load_model_and_tokenizer(str(policy_path(run_dir / "warm_start", name, len(cfg.policies) > 1)))
+    return starting_model(cfg, name, tasks, tokenizer)
+
+
+def resumed_models(cfg: Config, run_dir: Path, found: Path, tasks: TaskSplits, tokenizer) -> tuple[dict, object]:
+    """Every policy's weights at checkpoint `found` (a LoRA policy: its base; the adapter is loaded on it later)."""
+    several = len(cfg.policies) > 1
+
+    def load(name: str):
+        if cfg.model.lora is not None:  # the checkpoint holds the adapter; the base is the run's own
+            return lora_base_for_resume(cfg, name, run_dir, tasks, tokenizer)
+        return load_model_and_tokenizer(str(policy_path(found / "model", name, several)))
+
+    return starting_models(cfg, tasks, tokenizer, load)
+
+
+def warm_up_tasks(tasks: list[Task], name: str, several: bool) -> list[Task]:
+    """The training tasks a policy warms up on: all of them for one policy, else those whose
+    demonstration is a game played from one of `name`'s seats."""
+    if not several:
+        return tasks
+    return [t for t in tasks if t.metadata["seats"][t.metadata["demo_seat"]] == name]
+
+
+def warm_up(cfg: Config, models: dict, env, tasks: TaskSplits, tokenizer, logger, stop, run_dir: Path) -> None:
+    """Supervised warm-up of each policy on its own seats' demonstrations, saved in warm_start[/name]."""
+    several = len(models) > 1
+    start = time.perf_counter()
+    for name, model in models.items():
+        if cfg.policies[name].model is not None:
+            continue  # it starts from its own model, as given
+        mine = warm_up_tasks(tasks.train, name, several)
+        if cfg.sft.steps and not mine:
+            raise ConfigError(f"policies.{name}: no training game has a warm-up from its seats; raise task.train_size")
+        prefix = metric_prefix(name, several)
+        run_sft(model, env, mine, cfg.sft, cfg.trainer.seed, PrefixedLogger(logger, prefix) if prefix else logger,
+                cfg.telemetry.progress, stop)
+        if cfg.sft.steps:
+            save_model(model, tokenizer, policy_path(run_dir / "warm_start", name, several))
+    if several and cfg.sft.steps:  # one policy's warm-up logs its own time/sft; several share the sft steps
+        logger.log(cfg.sft.steps, {"time/sft": time.perf_counter() - start}, stage="sft")
+
+
+def attach_lora(cfg: Config, model, checkpoint: Path | None, state: dict | None, name: str = DEFAULT_POLICY):
     """`model` with LoRA adapters: fresh ones, or a checkpoint's (on the same base, checked by digest).
     Returns the model and the base digest a checkpoint records."""
+    several = len(cfg.policies) > 1
     model = lora.apply_lora(model, cfg.model.lora, seed=cfg.trainer.seed)
     digest = lora.base_weights_digest(model)
     if checkpoint is not None:
-        saved = state.get("lora_base_sha256")
+        saved = (state["policies"][name] if several else state).get("lora_base_sha256")
         if saved != digest:
+            own = cfg.policies[name].model
             raise CheckpointError(
                 f"cannot resume {checkpoint}: its LoRA adapter was trained on a base model whose weights differ from the "
                 f"one found now (SHA-256 {saved} in the checkpoint, {digest} now; the base is "
-                f"{'warm_start/ in the run directory' if cfg.sft.steps else cfg.model.path or 'the tiny model built from trainer.seed'}). "
+                f"{'warm_start/ in the run directory' if warms_up(cfg, name) else own or cfg.model.path or 'the tiny model built from trainer.seed'}). "
                 "Restore that base, or start a new run"
             )
-        lora.load_adapter(model, checkpoint / "model")
+        lora.load_adapter(model, policy_path(checkpoint / "model", name, several))
     return model, digest
 
 
-def log_trainable_params(logger: MetricsLogger, learner: PolicyLearner) -> None:
-    """Logged once per run (stage `setup`): how many weights the optimizer updates."""
+def log_trainable_params(logger: MetricsLogger, learner: PolicyLearner, prefix: str = "") -> None:
+    """Logged once per run and policy (stage `setup`): how many weights the optimizer updates."""
     total = sum(p.numel() for p in learner.model.parameters())
     trained = learner.trainable_params
-    logger.log(0, {"trainable_params": trained, "total_params": total}, stage="setup")
-    print(f"training {trained:,} of {total:,} weights ({trained / total:.1%})" + (" (LoRA adapters)" if lora.is_lora_model(learner.model) else ""))
+    logger.log(0, {f"{prefix}trainable_params": trained, f"{prefix}total_params": total}, stage="setup")
+    print(f"{prefix}training {trained:,} of {total:,} weights ({trained / total:.1%})" + (" (LoRA adapters)" if lora.is_lora_model(learner.model) else ""))
 
 
 def open_logger(cfg: Config, run_dir: Path) -> MetricsLogger:
@@ -255,29 +334,50 @@ def start_run(cfg: Config, resuming: bool = False) -> Path:
     return make_run_dir(cfg)
 
 
-def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = None) -> TrainOutcome:
-    """The whole recipe; with `resume`, continue the run in cfg.trainer.output_dir from its newest
-    checkpoint (or `checkpoint`), producing what the uninterrupted run would have."""
-    from reinforge.run.multi_policy import is_multi_policy, run_multi_policy_training
+def build_policies(cfg: Config, models: dict, env, tokenizer, logger, found: Path | None, state: dict | None) -> dict[str, Policy]:
+    """Each policy's learner (group), engine, reference, critic and LoRA adapters, by the same builders."""
+    several = len(models) > 1
+    policies: dict[str, Policy] = {}
+    try:
+        for i, (name, model) in enumerate(models.items()):
+            critic = build_critic(cfg, model, tokenizer)  # before LoRA: a policy-copy trunk is a plain model of its own
+            digest = None
+            if cfg.model.lora is not None:  # the warm-up trained every weight; RL trains adapters on top
+                model, digest = attach_lora(cfg, model, found, state, name)
+            learner, learner_group = build_learner(cfg, model, env)
+            policies[name] = Policy(
+                learner=learner, engine=None, shuffle=torch.Generator().manual_seed(cfg.trainer.seed + i), critic=critic,
+                learner_group=learner_group, lora_digest=digest,
+            )
+            if state is None:
+                log_trainable_params(logger, learner, metric_prefix(name, several))
+            policies[name].engine = build_engine(cfg, model, tokenizer.pad_token_id)
+            policies[name].reference = build_reference(cfg, model)
+    except BaseException:
+        for policy in policies.values():  # the engines and learner groups started so far
+            policy.close()
+        raise
+    return policies
 
-    if is_multi_policy(cfg):  # several distinct trainable policies: a model, learner and engine each
-        return run_multi_policy_training(cfg, resume, checkpoint)
+
+def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = None) -> TrainOutcome:
+    """The whole recipe, for every policy of `policies:`; with `resume`, continue the run in
+    cfg.trainer.output_dir from its newest checkpoint (or `checkpoint`), producing what the
+    uninterrupted run would have."""
     run_dir = start_run(cfg, resuming=resume)
+    several = len(cfg.policies) > 1
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
     tokenizer = check_tasks_fit(cfg, tasks)  # prompts and taught turns vs the budgets, before any model
     check_curriculum_tasks(cfg, tasks)  # PCL's pool, DUMP's distributions
     state = found = None
     if resume and (found := ckpt.latest_checkpoint(run_dir, checkpoint)) is not None:
-        if cfg.model.lora is not None:  # the checkpoint holds the adapter; the base is the run's own
-            model, tokenizer = lora_base_for_resume(cfg, run_dir, tasks, tokenizer)
-        else:
-            model, tokenizer = load_model_and_tokenizer(str(found / "model"))
+        models, tokenizer = resumed_models(cfg, run_dir, found, tasks, tokenizer)
         state = ckpt.resume_from(run_dir, found)
     else:
         if resume:  # killed before its first checkpoint: start over, exactly as the first time
             ckpt.truncate_logs(run_dir, dict.fromkeys(ckpt.LOG_FILES, 0))
-        model, tokenizer = build_policy(cfg, tasks, tokenizer)
-    model = model.to(cfg.model.device)
+        models, tokenizer = starting_models(cfg, tasks, tokenizer)
+    models = {name: model.to(cfg.model.device) for name, model in models.items()}
     env = build_env(cfg, tokenizer)
     scorer = start_scorer(cfg)  # before the warm-up: reward workers that cannot build a reward stop the run now
 
@@ -285,39 +385,31 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
     # env's server and agent process end with the run.
     with closing_env(env), closing(scorer), open_logger(cfg, run_dir) as logger, GracefulStop() as stop:
         if state is None:
-            run_sft(model, env, tasks.train, cfg.sft, cfg.trainer.seed, logger, cfg.telemetry.progress, stop)
-            if cfg.sft.steps:
-                save_model(model, tokenizer, run_dir / "warm_start")
+            warm_up(cfg, models, env, tasks, tokenizer, logger, stop, run_dir)
         sft_seconds = logged_sft_seconds(logger.history)  # as logged, so `reinforge report` agrees
-
-        critic = build_critic(cfg, model, tokenizer)  # before LoRA: a policy-copy trunk is a plain model of its own
-        extras = {}
-        if cfg.model.lora is not None:  # the warm-up trained every weight; RL trains adapters on top
-            model, extras["lora_base_sha256"] = attach_lora(cfg, model, found, state)
-        learner, learner_group = build_learner(cfg, model, env)
-        if state is None:
-            log_trainable_params(logger, learner)
-        parts = RLComponents(
-            engine=build_engine(cfg, model, tokenizer.pad_token_id),
-            env=env,
-            learner=learner,
-            scorer=scorer,
-            reference=build_reference(cfg, model),
-            critic=critic,
-            checkpoint_extras=extras,
-        )
+        policies = build_policies(cfg, models, env, tokenizer, logger, found, state)
         try:
-            result = run_rl(parts, tasks, cfg, logger, run_dir, resume_state=state, stop=stop)
+            result = run_rl(policies, env, scorer, tasks, cfg, logger, run_dir, resume_state=state, stop=stop)
         finally:
-            getattr(parts.engine, "close", lambda: None)()  # Ray workers; the in-process engine has none
-            if learner_group is not None:
-                learner_group.close()
-        save_model(model, tokenizer, run_dir / "final")  # LoRA: the merged model, and the adapter in final/adapter
+            for policy in policies.values():
+                policy.close()
+        for name, policy in policies.items():  # LoRA: the merged model, and the adapter in final/adapter
+            save_model(policy.model, tokenizer, policy_path(run_dir / "final", name, several))
 
+    rows = several_policy_rows(cfg, tasks, result) if several else summary_rows(cfg, tasks, result)
+    rows += [*run_time_rows(sft_seconds, result.seconds), ("run directory", str(run_dir))]
+    if result.stop_reason is not None:  # monitor.action=stop: the run ended before trainer.steps
+        rows.insert(0, ("stopped early", f"{result.stop_reason}, of {cfg.trainer.steps} steps"))
+    print_summary(rows, title="reinforge train" + (" (" + ", ".join(cfg.policies) + ")" if several else ""))
+    before, after = result.evals[0], result.evals[-1]
+    return TrainOutcome(run_dir, before["accuracy"], after["accuracy"], result)
+
+
+def summary_rows(cfg: Config, tasks: TaskSplits, result: RLResult) -> list[tuple[str, str]]:
     before, after = result.evals[0], result.evals[-1]
     curve = reward_curve_summary(result.rewards)
     k = cfg.eval.samples
-    rows = [
+    return [
         ("held-out tasks", f"{len(tasks.eval)}"),
         ("greedy accuracy, warm start", f"{before['accuracy']:.1%}"),
         ("greedy accuracy, after RL", f"{after['accuracy']:.1%}  ({after['accuracy'] - before['accuracy']:+.1%})"),
@@ -331,27 +423,34 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
         ("reward, last 10% of steps", f"{curve['last_10pct_mean']:.3f}"),
         ("reward, best 10-step average", f"{curve['max_moving_avg_10']:.3f}"),
         ("reward failures", describe_reward_failures(reward_failure_totals(result.steps))),
-        *run_time_rows(sft_seconds, result.seconds),
-        ("run directory", str(run_dir)),
     ]
-    if result.stop_reason is not None:  # monitor.action=stop: the run ended before trainer.steps
-        rows.insert(0, ("stopped early", f"{result.stop_reason}, of {cfg.trainer.steps} steps"))
-    print_summary(rows, title="reinforge train")
-    return TrainOutcome(run_dir, before["accuracy"], after["accuracy"], result)
+
+
+def several_policy_rows(cfg: Config, tasks: TaskSplits, result: RLResult) -> list[tuple[str, str]]:
+    before, after = result.evals[0], result.evals[-1]
+    curve = reward_curve_summary(result.rewards)
+    rows = [("held-out games", f"{len(tasks.eval)}")]
+    for name in cfg.policies:
+        key = f"policy/{name}/accuracy"
+        rows.append((f"{name}: not lost, warm start -> after RL", f"{before[key]:.1%} -> {after[key]:.1%}"))
+    if "game/joint/win" in after:
+        rows.append(("joint games won, warm start -> after RL", f"{before['game/joint/win']:.1%} -> {after['game/joint/win']:.1%}"))
+    return rows + [
+        ("reward, first 10% of steps", f"{curve['first_10pct_mean']:.3f}"),
+        ("reward, last 10% of steps", f"{curve['last_10pct_mean']:.3f}"),
+    ]
 
 
 def run_sft_stage(cfg: Config) -> Path:
     """`reinforge sft`: warm up, report held-out greedy accuracy, save to RUN_DIR/warm_start."""
-    from reinforge.run.multi_policy import policy_names
-
-    if len(names := policy_names(cfg)) > 1:
+    if len(names := list(cfg.policies)) > 1:
         raise ConfigError(
-            f"task.params.policies={names}: `reinforge sft` warms up one model; `reinforge train` warms up each of "
+            f"policies={names}: `reinforge sft` warms up one model; `reinforge train` warms up each of "
             "several policies on its own seats (RUN_DIR/warm_start/<name>)"
         )
     run_dir = start_run(cfg)
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed)
-    model, tokenizer = build_policy(cfg, tasks, check_tasks_fit(cfg, tasks))
+    model, tokenizer = starting_model(cfg, names[0], tasks, check_tasks_fit(cfg, tasks))
     model = model.to(cfg.model.device)
     env = build_env(cfg, tokenizer)
     with closing_env(env), open_logger(cfg, run_dir) as logger:

@@ -12,6 +12,7 @@ from reinforge.algos.losses.policy import REQUIRED_AGGREGATION, get_policy_loss
 from reinforge.algos.losses.value import get_value_loss
 from reinforge.config import Config, ConfigError
 from reinforge.config.output_dir import check_output_dir
+from reinforge.config.policies_schema import check_policies_play_a_game
 from reinforge.distributed.ray_cluster import INSTALL_HINT, ray_available
 from reinforge.engines.torch_engine import MAX_BATCH_SIZE
 from reinforge.envs.factory import check_env_config
@@ -28,12 +29,12 @@ from reinforge.values.value_heads_check import check_value_heads
 from reinforge.run.memory_check import check_memory_fit, prompt_lower_bound
 from reinforge.run.advantage_options_check import check_advantage_options
 from reinforge.run.selection_check import check_selection
-from reinforge.run.multi_policy import is_multi_policy
 from reinforge.run.task_fit import check_jsonl_texts, check_prompt_lengths  # noqa: F401 - check_prompt_lengths re-exported
 
 
 def preflight(cfg: Config, resuming: bool = False) -> None:
     """Raise ConfigError naming the key and the fix for every config that cannot run."""
+    check_policies_play_a_game(cfg)
     check_task_config(cfg.task)
     check_env_config(cfg)
 
@@ -54,7 +55,7 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
     check_schedule(cfg)
     check_value_heads(cfg)
     check_device(cfg)
-    check_monitor_config(cfg, is_multi_policy(cfg))
+    check_monitor_config(cfg, len(cfg.policies) > 1)
     for warning in engine_gap_warnings(cfg):
         print(f"reinforge: warning: {warning}", file=sys.stderr)
     samples = cfg.rollout.prompts_per_step * cfg.rollout.group_size
@@ -182,12 +183,10 @@ def check_algorithm(cfg: Config) -> None:
     if algo.kl_ctrl == "adaptive":
         if algo.kl_coef == 0:
             raise ConfigError("algo.kl_ctrl=adaptive multiplies the KL coefficient from its start value: set algo.kl_coef > 0 (verl's default is 0.001)")
-        from reinforge.run.multi_policy import is_multi_policy  # here: it imports the trainer
-
-        if is_multi_policy(cfg):
+        if len(cfg.policies) > 1:
             raise ConfigError(
                 "algo.kl_ctrl=adaptive keeps one coefficient for the run's one policy; a run of several trainable policies "
-                "(task.params.policies) has no adaptive controller per policy yet: use algo.kl_ctrl=fixed"
+                "(policies) has no adaptive controller per policy yet: use algo.kl_ctrl=fixed"
             )
     if algo.ref_mixup_alpha < 1 and not algo.ref_reset_every:
         raise ConfigError(

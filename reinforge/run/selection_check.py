@@ -64,9 +64,7 @@ def check_adaptive_entropy(cfg: Config) -> None:
             "algo.adaptive_entropy with workers.learners > 1: the coefficient is driver state updated from the entropy each "
             "learner measures on its own shard, which is not gathered across learners yet; use one learner or a fixed algo.entropy_coef"
         )
-    from reinforge.run.multi_policy import is_multi_policy  # the game spec parser, only for this check
-
-    if is_multi_policy(cfg):
+    if len(cfg.policies) > 1:
         raise ConfigError(
             "algo.adaptive_entropy with several trainable policies: each policy would need its own coefficient, and the "
             "policies share one objective; use a fixed algo.entropy_coef"

@@ -73,7 +73,7 @@ def plots(rows: list[dict]) -> list[str]:
     rewards = {"reward (total)": series(rows, "rl", "reward")}
     rewards.update({k.split("/")[1]: series(rows, "rl", k) for k in parts})
     held_out = {k: series(rows, "eval", k) for k in ["accuracy"] + [k for k in eval_keys if k.startswith("mean@")]}
-    # Several distinct policies in one run (reinforge.run.multi_policy): one line per policy.
+    # Several distinct policies in one run (the top-level `policies:` section): one line per policy.
     policies = [k.split("/")[1] for k in rl_keys if k.startswith("policy/") and k.endswith("/reward") and k.count("/") == 2]
     charts = [
         line_chart("Reward, with each named part", rewards, "reward", "reward"),

@@ -27,11 +27,8 @@ import torch
 from reinforge.algos.advantages import get_estimator
 from reinforge.algos.logprob_gap import measured_gap_warning
 from reinforge.config import Config
-from reinforge.engines.base import Engine, SamplingParams
+from reinforge.engines.base import SamplingParams
 from reinforge.envs.base import Env
-from reinforge.learner.critic_learner import CriticLearner
-from reinforge.learner.policy_learner import PolicyLearner
-from reinforge.learner.reference import ReferenceModel
 from reinforge.rewards.scorer import RewardScorer
 from reinforge.rollout.episode_metrics import step_metrics
 from reinforge.rollout.trajectory import Trajectory
@@ -43,13 +40,14 @@ from reinforge.trainer.eval_progress import EvalCounter, eval_episode_total
 from reinforge.trainer.group_diversity import group_diversity_metrics
 from reinforge.trainer.health import STAGE as HEALTH_STAGE, HealthMonitor, announce
 from reinforge.trainer.advantage_step import has_active_dropout, prepare_batch
-from reinforge.run.resume_changes import load_optimizer_state, reward_spec, scorer_state_for
+from reinforge.run.resume_changes import reward_spec, scorer_state_for
 from reinforge.trainer.reward_failures import drop_failed_samples
 from reinforge.trainer.rollout_schedule import make_schedule, staleness_metrics
 from reinforge.evals.evaluation import evaluate
 from reinforge.run.graceful_stop import GracefulStop
 from reinforge.run.run_errors import RunInterrupted
 from reinforge.trainer.pf_ppo_step import pf_ppo_batch
+from reinforge.trainer.policy import Policy, PolicyModels, for_policies, metric_prefix, owner
 from reinforge.trainer.kl_coefficient import StepKLCoefficient
 from reinforge.trainer.policy_objective import adaptive_entropy_coef, make_policy_objective
 from reinforge.trainer.task_sampler import TaskSampler
@@ -58,17 +56,6 @@ from reinforge.values.curriculum_sampler import CurriculumSampler, group_abs_adv
 from reinforge.values.value_heads import ValueHeadsCollector, build_value_heads
 
 PHASES = ("rollout", "reward", "prepare", "update", "eval")
-
-
-@dataclass
-class RLComponents:
-    engine: Engine
-    env: Env
-    learner: PolicyLearner
-    scorer: RewardScorer
-    reference: ReferenceModel | None = None
-    critic: CriticLearner | None = None
-    checkpoint_extras: dict = field(default_factory=dict)  # saved in every checkpoint's state (a LoRA base's digest)
 
 
 @dataclass
@@ -111,48 +98,6 @@ def trajectory_record(step: int, trajectory: Trajectory, prompt_text) -> dict:
     }
 
 
-def loop_state(parts: RLComponents, sampler: TaskSampler, shuffle: torch.Generator, result: RLResult, entropy_control=None) -> dict:
-    """Everything besides the policy weights that step s+1 depends on."""
-    return {
-        "entropy_control": entropy_control.state_dict() if entropy_control is not None else None,
-        "optimizer": parts.learner.optimizer.state_dict(),
-        "learner_version": parts.learner.version,
-        "reference": parts.reference.state_dict() if parts.reference is not None else None,
-        "critic": (
-            {"model": parts.critic.model.state_dict(), "optimizer": parts.critic.optimizer.state_dict()}
-            if parts.critic is not None else None
-        ),
-        "sampler": sampler.state_dict(),
-        "scorer": parts.scorer.state_dict(),
-        "shuffle": shuffle.get_state(),
-        "rng": ckpt.rng_states(),
-        "result": {"rewards": result.rewards, "evals": result.evals, "steps": result.steps, "seconds": result.seconds},
-        "env": parts.env.state_dict() if hasattr(parts.env, "state_dict") else None,  # a game's opponent pool
-    }
-
-
-def restore_loop_state(
-    state: dict, parts: RLComponents, sampler: TaskSampler, shuffle: torch.Generator, cfg: Config, entropy_control=None
-) -> RLResult:
-    """Put back what `loop_state` saved; where the config was changed (--force), the config wins."""
-    if entropy_control is not None and state.get("entropy_control") is not None:
-        entropy_control.load_state_dict(state["entropy_control"])
-    load_optimizer_state(parts.learner.optimizer, state["optimizer"])
-    parts.learner.version = state["learner_version"]
-    if parts.reference is not None:
-        parts.reference.load_state_dict(state["reference"])
-    if parts.critic is not None:
-        parts.critic.model.load_state_dict(state["critic"]["model"])
-        load_optimizer_state(parts.critic.optimizer, state["critic"]["optimizer"])
-    sampler.load_state_dict(state["sampler"])
-    parts.scorer.load_state_dict(scorer_state_for(state["scorer"], state.get("reward_spec"), reward_spec(cfg.reward.components)))
-    shuffle.set_state(state["shuffle"])
-    ckpt.restore_rng_states(state["rng"])
-    if hasattr(parts.env, "load_state_dict"):
-        parts.env.load_state_dict(state.get("env"))
-    return RLResult(**state["result"])
-
-
 def record_eval(run_dir: Path, logger, result: RLResult, step: int, metrics: dict, records: list[dict], seconds: float) -> None:
     """An evaluation's records (eval_samples.jsonl, read by `reinforge report`), time and metrics."""
     with open(run_dir / "eval_samples.jsonl", "a") as eval_file:
@@ -164,8 +109,40 @@ def record_eval(run_dir: Path, logger, result: RLResult, step: int, metrics: dic
     logger.log(step, {**metrics, "time/eval": seconds}, stage="eval")
 
 
+class Objective:
+    """A policy's loss and the trainer state that moves it: the adaptive entropy coefficient
+    (algo.adaptive_entropy) and the KL coefficient (algo.kl_coef, or algo.kl_ctrl's controller)."""
+
+    def __init__(self, algo):
+        self.entropy_control = adaptive_entropy_coef(algo)
+        self.loss_fn = make_policy_objective(algo, self.entropy_control)
+        self.kl_coefficient = StepKLCoefficient(algo)
+
+    def state_dict(self) -> dict:
+        return {
+            "entropy_control": self.entropy_control.state_dict() if self.entropy_control is not None else None,
+            "kl_control": self.kl_coefficient.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.entropy_control is not None and state.get("entropy_control") is not None:
+            self.entropy_control.load_state_dict(state["entropy_control"])
+        self.kl_coefficient.load_state_dict(state.get("kl_control"))
+
+
+def seat_share_metrics(trajectories: list[Trajectory]) -> dict[str, float]:
+    """A policy's own share of a step of several policies (the step's totals are logged unprefixed)."""
+    return {
+        "reward": sum(t.reward for t in trajectories) / len(trajectories),
+        "response_length": sum(t.num_sampled_tokens for t in trajectories) / len(trajectories),
+        "trajectories": float(len(trajectories)),
+    }
+
+
 def run_rl(
-    parts: RLComponents,
+    policies: dict[str, Policy],
+    env: Env,
+    scorer: RewardScorer,
     tasks: TaskSplits,
     cfg: Config,
     logger: MetricsLogger,
@@ -173,36 +150,41 @@ def run_rl(
     resume_state: dict | None = None,
     stop: GracefulStop | None = None,
 ) -> RLResult:
-    """Run RL steps; with `resume_state` (from a checkpoint), continue after its step. When `stop`
-    has been requested (SIGINT / SIGTERM), end after the current step with a checkpoint."""
+    """Run RL steps for every policy; with `resume_state` (from a checkpoint), continue after its
+    step. When `stop` has been requested (SIGINT / SIGTERM), end after the current step with a
+    checkpoint. Several policies (a game's seats): every step plays one batch of games, each seat
+    sampled by its owner's engine, scores it once, and each policy trains on its own seats'
+    trajectories only (its own groups, reference, critic and optimizer)."""
     stop = stop or GracefulStop()
     algo = cfg.algo
+    several = len(policies) > 1
+    first = next(iter(policies.values()))
+    engines = for_policies({name: p.engine for name, p in policies.items()})
     estimator = get_estimator(algo.advantage)
-    params = sampling_params(cfg, parts.env.stop_token_ids)
-    max_episode_tokens = episode_token_budget(cfg, parts.learner.model)
-    entropy_control = adaptive_entropy_coef(algo)  # trainer state (algo.adaptive_entropy), saved with the loop's
-    loss_fn = make_policy_objective(algo, entropy_control)
-    kl_coefficient = StepKLCoefficient(algo)  # algo.kl_coef, or an adaptive controller's (algo.kl_ctrl)
+    params = sampling_params(cfg, env.stop_token_ids)
+    max_episode_tokens = episode_token_budget(cfg, first.model)
+    objectives = {name: Objective(algo) for name in policies}  # trainer state, saved with the loop's
     reward_weights = {c.name: c.weight for c in cfg.reward.components}
-    # Uniform, or PCL / DUMP with the prompt-value model (prompt_value section; reinforge.values).
-    sampler = make_task_sampler(tasks.train, cfg.trainer.seed, cfg.prompt_value, parts.learner.model, parts.env)
+    # Uniform, or PCL / DUMP with the prompt-value model (prompt_value section; reinforge.values; one policy only).
+    sampler = make_task_sampler(tasks.train, cfg.trainer.seed, cfg.prompt_value, first.model, env)
     result = RLResult()
     eval_max_new = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
-    pad = parts.env.tokenizer.pad_token_id
-    shuffle = torch.Generator().manual_seed(cfg.trainer.seed)
-    heads = build_value_heads(cfg, parts.learner.model)  # success head / turn progress (None when off)
-    health = HealthMonitor(cfg)  # training-health detectors (monitor section; reinforge.monitors)
+    pad = env.tokenizer.pad_token_id
+    heads = build_value_heads(cfg, first.model)  # success head / turn progress (None when off; one policy only)
+    # Training-health detectors (monitor section; reinforge.monitors) read one policy's metric names;
+    # with several (metrics under policy/<name>/) they do not run (monitor.action=warn only, preflight).
+    health = HealthMonitor(cfg) if not several else None
 
     def run_eval(step: int, progress: ProgressDisplay) -> dict[str, float]:
         start = time.perf_counter()
-        total = eval_episode_total(parts.env, len(tasks.eval), cfg.eval.samples)
+        total = eval_episode_total(env, len(tasks.eval), cfg.eval.samples)
         progress.eval_started(total)
         # Counted where rows are episodes; an agent env keys its gateway by the engine: never a wrapper.
-        engine = parts.engine if total is None else EvalCounter(parts.engine, progress.eval_advanced)
+        engine = engines if total is None else EvalCounter(engines, progress.eval_advanced)
         try:
             metrics, records = evaluate(
-                engine, parts.env, tasks.eval, eval_max_new, cfg.eval.samples, cfg.rollout.temperature, seed=cfg.trainer.seed + 10_000 + step, max_episode_tokens=max_episode_tokens,
-                verify=parts.scorer.verify_responses,  # same place and timeout as the training rewards
+                engine, env, tasks.eval, eval_max_new, cfg.eval.samples, cfg.rollout.temperature, seed=cfg.trainer.seed + 10_000 + step, max_episode_tokens=max_episode_tokens,
+                verify=scorer.verify_responses,  # same place and timeout as the training rewards
                 score_samples=heads.response_scores if heads is not None and heads.voting_ready else None,
             )
         finally:
@@ -210,7 +192,7 @@ def run_rl(
         record_eval(run_dir, logger, result, step, metrics, records, time.perf_counter() - start)
         return metrics
 
-    if has_active_dropout(parts.learner.model):
+    if any(has_active_dropout(p.model) for p in policies.values()):
         print(
             "dropout is off for RL: the policy samples, is scored and is updated in eval mode, so the "
             "update's ratio compares the policy that sampled with itself (SFT keeps the model's dropout)"
@@ -218,12 +200,22 @@ def run_rl(
 
     first_step = 1
     if resume_state is not None:
-        result = restore_loop_state(resume_state, parts, sampler, shuffle, cfg, entropy_control)
-        kl_coefficient.load_state_dict(resume_state.get("kl_control"))
+        for name, policy in policies.items():
+            state = resume_state["policies"][name] if several else resume_state  # one policy: the top level
+            objectives[name].load_state_dict(state)
+            policy.load_state_dict(state)
+        sampler.load_state_dict(resume_state["sampler"])
+        scorer.load_state_dict(scorer_state_for(resume_state["scorer"], resume_state.get("reward_spec"), reward_spec(cfg.reward.components)))
+        ckpt.restore_rng_states(resume_state["rng"])
+        if hasattr(env, "load_state_dict"):
+            env.load_state_dict(resume_state.get("env"))
+        result = RLResult(**resume_state["result"])
         first_step = resume_state["step"] + 1
-    parts.engine.sync_weights(parts.learner.version)
-    schedule = make_schedule(  # sync, or async with bounded staleness (trainer.schedule)
-        cfg, parts.engine, parts.env, parts.learner, parts.scorer, sampler, params, max_episode_tokens, first_step
+    for policy in policies.values():
+        policy.engine.sync_weights(policy.learner.version)
+    learners = for_policies({name: p.learner for name, p in policies.items()})
+    schedule = make_schedule(  # sync, or async with bounded staleness (trainer.schedule; one policy)
+        cfg, engines, env, learners, scorer, sampler, params, max_episode_tokens, first_step
     )
     if heads is not None:  # under async it runs on the producer thread, beside the weights that sampled
         schedule.collector = ValueHeadsCollector(schedule.collector, heads, cfg.rollout.group_size)
@@ -233,12 +225,20 @@ def run_rl(
 
     def save(step: int) -> Path:
         schedule_state = schedule.state_dict()  # first: an async schedule drains, moving the sampler on
+        per_policy = {name: {**objectives[name].state_dict(), **p.state_dict()} for name, p in policies.items()}
         state = {
-            **loop_state(parts, sampler, shuffle, result, entropy_control), **parts.checkpoint_extras, "schedule": schedule_state,
+            **(for_policies(per_policy) if not several else {"policies": per_policy}),
+            "sampler": sampler.state_dict(),
+            "scorer": scorer.state_dict(),
+            "rng": ckpt.rng_states(),
+            "result": {"rewards": result.rewards, "evals": result.evals, "steps": result.steps, "seconds": result.seconds},
+            "env": env.state_dict() if hasattr(env, "state_dict") else None,  # a game's opponent pool
+            "schedule": schedule_state,
             "reward_spec": reward_spec(cfg.reward.components),  # which rewards filled the cache, for a resume
-            "kl_control": kl_coefficient.state_dict(),
         }
-        return ckpt.save_checkpoint(run_dir, step, parts.learner.model, parts.env.tokenizer, state, cfg.trainer.keep_checkpoints)
+        models = for_policies({name: p.model for name, p in policies.items()})
+        models = PolicyModels(models, env.tokenizer) if several else models
+        return ckpt.save_checkpoint(run_dir, step, models, env.tokenizer, state, cfg.trainer.keep_checkpoints)
 
     every = cfg.trainer.checkpoint_every
     with open(run_dir / "samples.jsonl", "a") as samples_file, ProgressDisplay(
@@ -250,57 +250,73 @@ def run_rl(
             scheduled = schedule.collect(step)
             collected = scheduled.collected
             trajectories = collected.trajectories
-            staleness = staleness_metrics(trajectories, parts.learner.version, updates_per_step, schedule.max_staleness)
-            # Samples whose reward failed leave the loss (reward.on_error=drop), with their group
-            # for group-relative estimators; they stay in samples.jsonl and the metrics.
-            trained, drop_metrics = drop_failed_samples(trajectories, cfg.reward.on_error, estimator.min_group_size > 1)
-            if hasattr(parts.env, "run_groups"):  # agent episodes without a result leave the loss alone, never scored 0
-                trained, agent_drop_metrics = drop_failed_episodes(trained, estimator.min_group_size)
-                drop_metrics.update(agent_drop_metrics)
-            t0 = time.perf_counter()
-            prepare_metrics: dict[str, float] = {}
-            update_metrics: dict[str, float] = {}
+            owners = [owner(t, collected.tasks[t.task_id], env) for t in trajectories] if several else None
+            per_policy: dict[str, float] = {}
             value_metrics: dict[str, float] = {}
-            if trained:
-                prompt_prior = sampler.prompt_prior(trained) if estimator.needs_prompt_values else None
-                batch, prepare_metrics = prepare_batch(
-                    trained, kl_coefficient.for_step(algo), estimator, reward_weights, pad, parts.learner, parts.reference, parts.critic, prompt_prior
-                )
-                kl_coefficient.mark(batch)
-            if isinstance(sampler, CurriculumSampler):  # every group's outcome trains the value model (before the update)
-                abs_advantages = group_abs_advantages(trained, batch.advantages, batch.loss_mask) if trained else None
-                value_metrics = sampler.observe(trajectories, abs_advantages)
-            if trained and algo.pf_ppo is not None:  # the update trains on rows re-drawn by reward
-                batch, pf_metrics = pf_ppo_batch(batch, trained, algo, shuffle)
-                prepare_metrics.update(pf_metrics)
+            prepare_seconds = update_seconds = 0.0
+            for name, policy in policies.items():
+                mine = [t for t, who in zip(trajectories, owners) if who == name] if several else trajectories
+                if not mine:  # its seats were not in this step's games (mixed train_seats)
+                    continue
+                objective = objectives[name]
+                staleness = staleness_metrics(mine, policy.learner.version, updates_per_step, schedule.max_staleness)
+                # Samples whose reward failed leave the loss (reward.on_error=drop), with their group
+                # for group-relative estimators; they stay in samples.jsonl and the metrics.
+                trained, drop_metrics = drop_failed_samples(mine, cfg.reward.on_error, estimator.min_group_size > 1)
+                if hasattr(env, "run_groups"):  # agent episodes without a result leave the loss alone, never scored 0
+                    trained, agent_drop_metrics = drop_failed_episodes(trained, estimator.min_group_size)
+                    drop_metrics.update(agent_drop_metrics)
+                t0 = time.perf_counter()
+                prepare_metrics: dict[str, float] = {}
+                update_metrics: dict[str, float] = {}
+                if trained:
+                    prompt_prior = sampler.prompt_prior(trained) if estimator.needs_prompt_values else None
+                    batch, prepare_metrics = prepare_batch(
+                        trained, objective.kl_coefficient.for_step(algo), estimator, reward_weights, pad, policy.learner,
+                        policy.reference, policy.critic, prompt_prior,
+                    )
+                    objective.kl_coefficient.mark(batch)
+                if isinstance(sampler, CurriculumSampler):  # every group's outcome trains the value model (before the update)
+                    abs_advantages = group_abs_advantages(trained, batch.advantages, batch.loss_mask) if trained else None
+                    value_metrics = sampler.observe(trajectories, abs_advantages)
+                if trained and algo.pf_ppo is not None:  # the update trains on rows re-drawn by reward
+                    batch, pf_metrics = pf_ppo_batch(batch, trained, algo, policy.shuffle)
+                    prepare_metrics.update(pf_metrics)
+                t1 = time.perf_counter()
+                for _ in range(algo.epochs if trained else 0):  # nothing left to train on: no update this step
+                    order = torch.randperm(len(batch), generator=policy.shuffle)
+                    for rows in order.chunk(algo.mini_batches):
+                        mini = batch.select(rows)
+                        update_metrics = policy.learner.train_step(mini, objective.loss_fn)
+                        if objective.entropy_control is not None:  # an optimizer step ended: the coefficient moves
+                            objective.entropy_control.end_step()
+                            update_metrics["entropy_coef"] = objective.entropy_control.coef
+                        if policy.critic is not None:
+                            update_metrics.update(policy.critic.train_step(mini, mini.returns, mini.old_values))
+                kl_metrics = objective.kl_coefficient.observe(batch) if trained else {}  # the coefficient for the next step
+                prepare_seconds += t1 - t0
+                update_seconds += time.perf_counter() - t1
+                own = {
+                    **drop_metrics, **prepare_metrics, **update_metrics, **staleness, **kl_metrics,
+                    **(seat_share_metrics(mine) if several else {}), "policy_version": float(policy.learner.version),
+                }
+                per_policy.update({metric_prefix(name, several) + key: value for key, value in own.items()})
             t1 = time.perf_counter()
-            for _ in range(algo.epochs if trained else 0):  # nothing left to train on: no update this step
-                order = torch.randperm(len(batch), generator=shuffle)
-                for rows in order.chunk(algo.mini_batches):
-                    mini = batch.select(rows)
-                    update_metrics = parts.learner.train_step(mini, loss_fn)
-                    if entropy_control is not None:  # an optimizer step ended: the coefficient moves
-                        entropy_control.end_step()
-                        update_metrics["entropy_coef"] = entropy_control.coef
-                    if parts.critic is not None:
-                        update_metrics.update(parts.critic.train_step(mini, mini.returns, mini.old_values))
-            kl_metrics = kl_coefficient.observe(batch) if trained else {}  # the coefficient for the next step
-            schedule.publish(step, parts.learner)
+            schedule.publish(step, learners)
             # An env that keeps state across steps (a game's opponent pool snapshots the new weights).
-            env_metrics = parts.env.after_step(step, parts.engine) or {} if hasattr(parts.env, "after_step") else {}
-            if parts.reference is not None and algo.ref_reset_every and step % algo.ref_reset_every == 0:
-                parts.reference.update_toward(parts.learner.model, algo.ref_mixup_alpha)
-            t2 = time.perf_counter()
+            env_metrics = env.after_step(step, engines) or {} if hasattr(env, "after_step") else {}
+            for policy in policies.values():
+                if policy.reference is not None and algo.ref_reset_every and step % algo.ref_reset_every == 0:
+                    policy.reference.update_toward(policy.learner.model, algo.ref_mixup_alpha)
+            update_seconds += time.perf_counter() - t1
 
-            phases = {"rollout": collected.rollout_seconds, "reward": collected.reward_seconds, "prepare": t1 - t0, "update": t2 - t1}
+            phases = {"rollout": collected.rollout_seconds, "reward": collected.reward_seconds, "prepare": prepare_seconds, "update": update_seconds}
             for key, seconds in phases.items():
                 result.seconds[key] += seconds
             metrics = {
-                **collected.reward_metrics, **drop_metrics, **env_metrics, **prepare_metrics, **update_metrics, **staleness,
-                **scheduled.metrics, **value_metrics, **kl_metrics,
-                **step_metrics(trajectories, collected.rollout_seconds, phases, tools=hasattr(parts.env, "registry")),
+                **collected.reward_metrics, **env_metrics, **scheduled.metrics, **value_metrics, **per_policy,
+                **step_metrics(trajectories, collected.rollout_seconds, phases, tools=hasattr(env, "registry")),
                 **group_diversity_metrics(trajectories),
-                "policy_version": float(parts.learner.version),
             }
             if step == first_step and (warning := measured_gap_warning(metrics, algo.tis_cap)) is not None:
                 print(f"reinforge: warning: {warning}", file=sys.stderr)
@@ -310,27 +326,33 @@ def run_rl(
             result.steps.append(metrics)
             logger.log(step, metrics, stage="rl")
             if step % cfg.trainer.sample_every == 0 or step == 1:
-                for trajectory in trajectories[: cfg.rollout.group_size]:
-                    prompt = collected.tasks[trajectory.task_id].prompt
-                    samples_file.write(json.dumps(trajectory_record(step, trajectory, prompt)) + "\n")
+                for i, trajectory in enumerate(trajectories[: cfg.rollout.group_size]):
+                    if several:  # the seat's own first message: the task's prompt is its warm-up game's (another deal, another seat's view)
+                        prompt = [{"role": "user", "content": trajectory.transcript[0]["text"]}]
+                        record = {**trajectory_record(step, trajectory, prompt), "policy": owners[i]}
+                    else:
+                        record = trajectory_record(step, trajectory, collected.tasks[trajectory.task_id].prompt)
+                    samples_file.write(json.dumps(record) + "\n")
             evaluated = step % cfg.eval.every == 0 or step == cfg.trainer.steps
             if evaluated:
                 metrics = {**metrics, **run_eval(step, progress)}
             # After the evaluation (reward hacking reads it), before any checkpoint (which saves the readings).
-            verdict = health.check(result.steps, result.evals)
-            if verdict.metrics:
-                result.steps[-1].update(verdict.metrics)
-                logger.log(step, verdict.metrics, stage=HEALTH_STAGE)
-            announce(step, verdict)
-            if verdict.action == "stop" and not evaluated:  # the run ends here: its final evaluation
-                metrics = {**metrics, **run_eval(step, progress)}
+            verdict = health.check(result.steps, result.evals) if health is not None else None
+            if verdict is not None:
+                if verdict.metrics:
+                    result.steps[-1].update(verdict.metrics)
+                    logger.log(step, verdict.metrics, stage=HEALTH_STAGE)
+                announce(step, verdict)
+                if verdict.action == "stop" and not evaluated:  # the run ends here: its final evaluation
+                    metrics = {**metrics, **run_eval(step, progress)}
+            action = verdict.action if verdict is not None else None
             progress.update(step, metrics)
             samples_file.flush()  # before any checkpoint records the file's length
             if stop.requested is not None:
                 raise RunInterrupted(stop.requested, step, str(save(step)))  # always: a stop must be resumable
-            if verdict.action in ("checkpoint", "stop") or (every and (step % every == 0 or step == cfg.trainer.steps)):
+            if action in ("checkpoint", "stop") or (every and (step % every == 0 or step == cfg.trainer.steps)):
                 save(step)
-            if verdict.action == "stop":
+            if action == "stop":
                 result.stop_reason = verdict.stop_reason(step)
                 break
     return result

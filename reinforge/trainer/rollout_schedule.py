@@ -67,6 +67,7 @@ from reinforge.rollout.trajectory import Trajectory
 from reinforge.algos.advantages import get_estimator
 from reinforge.trainer.collect import Collected, collect_groups, step_seed
 from reinforge.trainer.partial_collect import PartialCollector
+from reinforge.trainer.policy import each
 from reinforge.trainer.task_sampler import TaskSampler
 
 
@@ -136,7 +137,9 @@ def staleness_metrics(trajectories: list[Trajectory], learner_version: int, upda
 
 
 class SyncSchedule:
-    """Sample with the newest weights, then train: the loop's engine is the rollout engine."""
+    """Sample with the newest weights, then train: the loop's engine is the rollout engine (several
+    policies: the mapping name -> engine a game samples its seats with, and `publish` gets the
+    mapping name -> learner)."""
 
     def __init__(self, collector: Collector, engine: Engine, max_staleness: int):
         self.collector, self.engine, self.max_staleness = collector, engine, max_staleness
@@ -146,12 +149,14 @@ class SyncSchedule:
         start = time.perf_counter()
         engine_idle = start - self._last_end if self._last_end is not None else 0.0
         collected, metrics = self.collector.collect(self.engine, step, step - 1)
-        release_sampling_memory(self.engine)  # the update comes next, then `publish` syncs: no sampling in between
+        for engine in each(self.engine):  # the update comes next, then `publish` syncs: no sampling in between
+            release_sampling_memory(engine)
         self._last_end = time.perf_counter()
         return StepBatch(collected, {**metrics, "time/learner_idle": self._last_end - start, "time/engine_idle": engine_idle})
 
-    def publish(self, step: int, learner: PolicyLearner) -> None:
-        self.engine.sync_weights(learner.version)
+    def publish(self, step: int, learner: PolicyLearner | dict[str, PolicyLearner]) -> None:
+        for engine, own in zip(each(self.engine), each(learner)):
+            engine.sync_weights(own.version)
 
     def state_dict(self) -> dict:
         return {"collector": self.collector.state_dict()}

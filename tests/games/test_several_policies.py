@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from reinforge.config import ConfigError, LoraConfig, load_config
+from reinforge.config import ConfigError, load_config
 from reinforge.engines.base import Generation, SamplingParams
 from reinforge.games.describer_guesser import DescriberGuesser
 from reinforge.games.env import GameEnv
@@ -20,12 +20,11 @@ from reinforge.games.match import Match, MatchRules
 from reinforge.games.play import GameRun
 from reinforge.games.spec import parse_spec
 from reinforge.games.tasks import eval_seatings
-from reinforge.run.multi_policy import is_multi_policy
 from reinforge.run.pipeline import run_sft_stage, run_training
 from reinforge.run.preflight import preflight
 from reinforge.tasks.task import Task
 from reinforge.telemetry.report import write_report
-from reinforge.trainer.multi_policy_loop import owner
+from reinforge.trainer.policy import owner
 from run_records import copy_at_first_checkpoint, run_metrics
 
 RECIPE = str(Path(__file__).parents[2] / "recipes" / "describer-guesser.yaml")
@@ -45,23 +44,22 @@ def config(*overrides: str):
 def test_the_recipe_passes_and_is_a_run_of_two_policies() -> None:
     cfg = config()
     preflight(cfg)
-    assert is_multi_policy(cfg) and not is_multi_policy(config("task.params.policies=[policy]", "task.params.train_seats=[[policy, policy]]"))
+    assert len(cfg.policies) > 1 and not len(config("policies=[policy]", "task.params.train_seats=[[policy, policy]]").policies) > 1
 
 
 @pytest.mark.parametrize(
     "overrides, message",
     [
         (["task.params.train_seats=[[describer, judge]]"], "task.params.train_seats[0]: unknown player 'judge'"),
-        (["task.params.policies=[describer, guesser, judge]"], "task.params.policies: 3 trainable policies but describer_guesser has 2 players"),
-        (["task.params.train_seats=[[describer, literal]]"], "task.params.policies.guesser: this policy plays no seat"),
-        (["task.params.policies=[literal, guesser]"], "task.params.policies: 'literal' is the name of a fixed player"),
-        (["task.params.policies=[describer, describer]"], "a policy is named twice"),
-        (["task.params.policies={describer: {lr: 1}, guesser: {}}"], "task.params.policies.dict[str,PolicyOptions].describer.lr"),
-        (["task.params.game=tictactoe", "env.max_turns=12", "task.params.policies=[a, b, c]"], "3 trainable policies but tictactoe has 2 players"),
-        (["critic.enabled=true"], "critic.enabled: task.params.policies=['describer', 'guesser'] trains 2 distinct policies"),
-        (["trainer.schedule=async"], "trainer.schedule: task.params.policies="),
-        (["workers.learners=2"], "workers.learners: task.params.policies="),
-        (["engine.type=vllm"], "engine.type: task.params.policies="),
+        (["policies=[describer, guesser, judge]"], "policies: 3 trainable policies but describer_guesser has 2 players"),
+        (["task.params.train_seats=[[describer, literal]]"], "policies.guesser: this policy plays no seat"),
+        (["policies=[literal, guesser]"], "policies: 'literal' is the name of a fixed player"),
+        (["policies=[describer, describer]"], "is named twice"),
+        (["policies={describer: {lr: 1}, guesser: {}}"], "policies.describer.lr"),
+        (["task.params.game=tictactoe", "env.max_turns=12", "policies=[a, b, c]"], "3 trainable policies but tictactoe has 2 players"),
+        (["trainer.schedule=async"], "trainer.schedule: policies=['describer', 'guesser'] trains 2 distinct policies"),
+        (["task.params.policies=[describer, guesser]"], "task.params.policies moved to the top-level `policies:` section"),
+        (["policies=[describer, guesser]", "task.source=arithmetic", "env.type=single_turn"], "several trainable policies play the seats of a game"),
     ],
 )
 def test_bad_multi_policy_configs_are_refused_before_compute(overrides, message) -> None:
@@ -76,21 +74,15 @@ def test_the_sft_command_refuses_several_policies(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()  # refused before anything
 
 
-def test_lora_per_policy_is_refused_with_the_reason() -> None:
-    cfg = config()
-    cfg.model.lora = LoraConfig()
-    with pytest.raises(ConfigError, match="model.lora: .*separate LoRA adapters per policy on one base are not built"):
-        preflight(cfg)
-
-
 def test_each_policy_is_evaluated_alone_with_the_fixed_partner_and_the_pair_together() -> None:
-    spec, game = parse_spec(config().task.params)
+    cfg = config()
+    spec, game = parse_spec(cfg.task.params, list(cfg.policies))
     assert spec.seats(game)[0] == ["describer", "guesser"]
     seatings = [(seats, family) for seats, family, _ in eval_seatings(spec, game)]
     assert seatings == [
         (["describer", "literal"], "vs-literal"), (["literal", "guesser"], "vs-literal"), (["describer", "guesser"], "joint"),
     ]
-    spec, game = parse_spec({"game": "describer_guesser", "policies": ["describer", "guesser"]})
+    spec, game = parse_spec({"game": "describer_guesser"}, ["describer", "guesser"])
     assert spec.seats(game) == [["describer", "guesser"]]  # default: the policies in seat order
 
 
