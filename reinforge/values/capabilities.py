@@ -74,9 +74,6 @@ SPECS = {
     ),
     "progress": ValueFeatureSpec(
         "progress.enabled=true", "a multi-turn episode's turns in one trajectory", refused_envs=("single_turn", *SPLIT_EPISODES),
-        partial=False,  # partial rollouts serve single-turn envs only: nothing to spread
-        refusals={"partial": "partial rollouts serve single-turn envs only, and turn progress multi-turn ones: "
-                  "use trainer.partial_rollouts=false"},
     ),
 }
 

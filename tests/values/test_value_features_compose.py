@@ -92,3 +92,13 @@ def test_the_staleness_filter_keeps_the_newest_version() -> None:
     ts = [single_turn_trajectory("t", [1], [2], [-0.5], "x", policy_version=v) for v in (3, 2, 3, 1)]
     assert [t.policy_version for t in newest_samples(ts)] == [3, 3]
     assert newest_samples([]) == []
+
+
+def test_progress_trains_on_partial_multi_turn_rollouts(tmp_path: Path) -> None:
+    """Partial rollouts pause tool-env episodes across steps (reinforge.rollout.partial_turns); turn
+    progress trains on the newest version's finished episodes and drops the carried-over ones."""
+    cfg, rl, heads = train(tmp_path, [*TOOL, "trainer.partial_rollouts=true", "algo.tis_cap=2.0", "progress.enabled=true", "algo.advantage=turn_rloo"])
+    assert all("progress/loss" in r for r in rl)
+    assert sum(r["value_heads/stale_dropped"] for r in rl) > 0  # groups carried over from older weights
+    untrained = TurnProgress(cfg.progress, heads["progress"]["model"]["embed.weight"].shape[0], cfg.trainer.seed + 20_001)
+    assert changed(untrained.model.state_dict(), heads["progress"]["model"])

@@ -45,3 +45,4 @@ def test_supported_settings_pass() -> None:
     check_value_heads(load_config("default", [*PRUNE, "trainer.schedule=async", "algo.tis_cap=2.0"]))
     check_value_heads(load_config("default", ["success_head.enabled=true", "trainer.partial_rollouts=true", "algo.tis_cap=2.0"]))
     check_value_heads(load_config("default", ["progress.enabled=true", "env.type=tool", "algo.advantage=turn_rloo", "trainer.schedule=async", "algo.tis_cap=2.0"]))
+    check_value_heads(load_config("default", ["progress.enabled=true", "env.type=tool", "algo.advantage=turn_rloo", "trainer.partial_rollouts=true", "algo.tis_cap=2.0"]))
