@@ -37,7 +37,7 @@ from reinforge.config import AlgoConfig  # noqa: E402
 from reinforge.learner.policy_learner import PolicyLearner  # noqa: E402
 from reinforge.models.tiny_llama import PRESETS, build_tiny_llama  # noqa: E402
 from reinforge.models.tokenizer import train_tokenizer  # noqa: E402
-from reinforge.trainer.policy_objective import make_policy_objective  # noqa: E402
+from reinforge.learner.policy_objective import make_policy_objective  # noqa: E402
 
 
 def paired(variants: dict[str, Callable[[], None]], rounds: int, repeat: int = 1) -> dict[str, list[float]]:

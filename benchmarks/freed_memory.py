@@ -23,7 +23,7 @@ import sys
 CHILD = r"""
 import json, logging, resource, statistics, sys, warnings
 sys.path.insert(0, sys.argv[1])
-from reinforge.run.process_settings import configure_process
+from reinforge.runtime.process_settings import configure_process
 configure_process(1, retain_memory=sys.argv[2] == "on")
 warnings.filterwarnings("ignore")
 logging.getLogger("transformers").setLevel(logging.ERROR)

@@ -37,7 +37,7 @@ from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.models.tokenizer import train_tokenizer
 from reinforge.rollout.trajectory import Trajectory
-from reinforge.trainer.policy_objective import make_policy_objective
+from reinforge.learner.policy_objective import make_policy_objective
 
 
 def make_batch(tokenizer, rows: int, tokens: int, seed: int = 0):

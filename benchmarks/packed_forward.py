@@ -36,8 +36,8 @@ from reinforge.learner.packed_forward import plan_packing  # noqa: E402
 from reinforge.learner.policy_learner import PolicyLearner  # noqa: E402
 from reinforge.learner.reference import ReferenceModel  # noqa: E402
 from reinforge.rollout.trajectory import Trajectory  # noqa: E402
-from reinforge.run.process_settings import configure_process  # noqa: E402
-from reinforge.trainer.policy_objective import make_policy_objective  # noqa: E402
+from reinforge.runtime.process_settings import configure_process  # noqa: E402
+from reinforge.learner.policy_objective import make_policy_objective  # noqa: E402
 
 SHAPES = {"fixed": (0, 64, 64), "variable": (0, 1, 128), "long": (256, 64, 64)}  # prompt tokens, completion min, max
 

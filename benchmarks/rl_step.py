@@ -36,7 +36,7 @@ import torch
 from reinforge.config import load_config
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
-from reinforge.envs.factory import build_env
+from reinforge.run.env_factory import build_env
 from reinforge.learner.batch import collate
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
@@ -62,7 +62,7 @@ def matmul_peak_gflops(dtype: torch.dtype, n: int = 1024, repeats: int = 10) -> 
 def make_loss(cfg):
     """PPO-clip + KL-to-reference loss, through whichever of the trainer's APIs this checkout has."""
     try:
-        from reinforge.trainer.policy_objective import make_policy_objective
+        from reinforge.learner.policy_objective import make_policy_objective
     except ImportError:  # older layout: one function in the RL loop
         from reinforge.trainer.rl_loop import make_policy_loss
 

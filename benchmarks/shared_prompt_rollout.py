@@ -35,7 +35,7 @@ import torch  # noqa: E402
 import reinforge.engines.llama_decoder as llama_decoder  # noqa: E402
 import reinforge.engines.torch_engine as torch_engine  # noqa: E402
 from reinforge.engines.base import SamplingParams  # noqa: E402
-from reinforge.run.process_settings import configure_process  # noqa: E402
+from reinforge.runtime.process_settings import configure_process  # noqa: E402
 
 
 def main() -> None:

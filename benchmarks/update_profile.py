@@ -39,7 +39,7 @@ from vs_trl import Clock, computed_positions, matmul_peak_gflops_cpu, reinforge_
 
 from reinforge.learner.batch import collate  # noqa: E402
 from reinforge.rollout.episodes import rollout_groups  # noqa: E402
-from reinforge.run.process_settings import configure_process  # noqa: E402
+from reinforge.runtime.process_settings import configure_process  # noqa: E402
 
 MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
 

@@ -61,7 +61,7 @@ from trl_phases import time_trl_phases
 from reinforge.config import load_config
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
-from reinforge.envs.factory import build_env
+from reinforge.run.env_factory import build_env
 from reinforge.learner.batch import collate
 from reinforge.learner.packed_forward import native_kernels_usable, plan_packing, worth_packing
 from reinforge.learner.policy_learner import PolicyLearner
@@ -70,9 +70,9 @@ from reinforge.models.loading import load_model_and_tokenizer
 from reinforge.models.tiny_llama import PRESETS
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.run.pipeline import build_policy
-from reinforge.run.process_settings import retain_freed_memory
+from reinforge.runtime.process_settings import retain_freed_memory
 from reinforge.tasks.registry import load_tasks
-from reinforge.trainer.policy_objective import make_policy_objective
+from reinforge.learner.policy_objective import make_policy_objective
 
 LR = 1e-5
 

@@ -104,14 +104,14 @@ def reinforge_side(spec: dict, channel: Channel) -> None:
 
     from reinforge.config import load_config
     from reinforge.engines.base import SamplingParams, release_sampling_memory
-    from reinforge.envs.factory import build_env
+    from reinforge.run.env_factory import build_env
     from reinforge.learner.batch import collate
     from reinforge.models.loading import load_model_and_tokenizer
     from reinforge.rollout.episodes import rollout_groups
     from reinforge.run.pipeline import build_engine, build_learner, build_reference
-    from reinforge.run.process_settings import configure_process
+    from reinforge.runtime.process_settings import configure_process
     from reinforge.tasks.registry import load_tasks
-    from reinforge.trainer.policy_objective import make_policy_objective
+    from reinforge.learner.policy_objective import make_policy_objective
 
     cfg = load_config("default", spec["reinforge_overrides"])
     configure_process(cfg.trainer.threads, cfg.trainer.cpus, cfg.trainer.retain_freed_memory)

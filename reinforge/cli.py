@@ -12,7 +12,7 @@ from reinforge.config import ConfigError, dump_config, load_config
 from reinforge.config.output_dir import check_output_dir
 from reinforge.config_resume import resume_config
 from reinforge.file_checks import check_files_first
-from reinforge.run.run_errors import CheckpointError, RunInterrupted
+from reinforge.runtime.run_errors import CheckpointError, RunInterrupted
 
 # `reinforge train` ended early because a training-health monitor fired with monitor.action=stop
 # (the run is complete: evaluated, checkpointed, final/ saved); 2 is a config or checkpoint error,
@@ -176,7 +176,7 @@ def config_command(args: argparse.Namespace) -> int:
 
 def eval_command(args: argparse.Namespace) -> int:
     """`eval`: the run's own config (or --recipe) plus overrides on `--model`; writes eval.json / eval.md."""
-    from reinforge.evals.eval_config import eval_config  # loads no model
+    from reinforge.config.eval_config import eval_config  # loads no model
 
     overrides = list(args.overrides)
     if args.samples:  # --samples 0: greedy only, which the config's eval.samples (>= 1, for training) cannot say
@@ -185,7 +185,7 @@ def eval_command(args: argparse.Namespace) -> int:
     check_files_first(chosen.config)
     from transformers.utils import logging as hf_logging
 
-    from reinforge.evals.eval_command import run_eval
+    from reinforge.run.eval_command import run_eval
 
     hf_logging.disable_progress_bar()
     run_eval(chosen.config, Path(args.output) if args.output else None, config_source=chosen.source, samples=args.samples)
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             check_serve_port(args.port)
             if not args.max_body_mb > 0:
                 raise ConfigError(f"--max-body-mb {args.max_body_mb} must be a size above 0 MiB (default 8)")
-            from reinforge.gateway.serve_command import serve
+            from reinforge.run.serve_command import serve
 
             return serve(args.model_dir, args.port, args.model_name, args.tool_format, args.max_new_tokens,
                          max_body_bytes=max(1, int(args.max_body_mb * 2**20)))
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
 
         hf_logging.disable_progress_bar()  # our own display covers progress; no per-save bars
         if args.command == "compare":
-            from reinforge.evals.compare import compare, parse_variants
+            from reinforge.run.compare import compare, parse_variants
 
             if "=" in args.recipe:  # `compare key=value ...` with the default recipe
                 args.overrides.insert(0, args.recipe)

@@ -59,7 +59,7 @@ def assert_same_run(a: Path, b: Path) -> None:
 
 def pool_games(run_dir: Path) -> int:
     """Games the policy played against opponent-pool members, as the run's last checkpoint counts them."""
-    from reinforge.run import checkpoint as ckpt
+    from reinforge.runtime import checkpoint as ckpt
 
     state = ckpt.load_state(ckpt.list_checkpoints(run_dir)[-1])
     return sum(m["wins"] + m["draws"] + m["losses"] for m in state["env"]["opponent_pool"]["members"])

@@ -37,8 +37,8 @@ def no_compute(monkeypatch):
     def reached(*_args, **_kwargs):
         raise AssertionError("the command reached compute instead of refusing its arguments")
 
-    import reinforge.evals.eval_command as eval_command
-    import reinforge.gateway.serve_command as serve_command
+    import reinforge.run.eval_command as eval_command
+    import reinforge.run.serve_command as serve_command
     import reinforge.run.pipeline as pipeline
 
     for module, name in ((pipeline, "run_training"), (pipeline, "run_sft_stage"), (serve_command, "serve"), (eval_command, "run_eval")):

@@ -58,8 +58,8 @@ def evaluate(
                 Python objects that have no import path)
     output_dir  where eval.json, eval.md and eval_records.jsonl go (default runs/eval-<timestamp>)
     """
-    from reinforge.evals.eval_command import default_output_dir
-    from reinforge.evals.eval_config import eval_config
+    from reinforge.run.eval_command import default_output_dir
+    from reinforge.config.eval_config import eval_config
 
     model_dir = Path(model)
     if (model_dir / "config.yaml").is_file() and (model_dir / "final").is_dir():
@@ -72,7 +72,7 @@ def evaluate(
 
     from transformers.utils import logging as hf_logging
 
-    from reinforge.evals.eval_command import run_eval
+    from reinforge.run.eval_command import run_eval
 
     hf_logging.disable_progress_bar()
     out = Path(output_dir) if output_dir is not None else default_output_dir()

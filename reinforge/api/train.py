@@ -93,7 +93,7 @@ def train(
                 pass the same Python objects again; `force` accepts changes that break exactness
 
     Raises ConfigError (naming the key) before any model is loaded when the config cannot run, and
-    reinforge.run.run_errors.RunInterrupted when SIGINT / SIGTERM stopped the run after a
+    reinforge.runtime.run_errors.RunInterrupted when SIGINT / SIGTERM stopped the run after a
     checkpoint (continue it with resume=RUN_DIR).
     """
     refuse_nested_run()

@@ -13,7 +13,7 @@ starve a pretrained model, so with `--model` they change unless the user chose t
   its config.json says it.
 - `task.answer_extractor` auto: an instruct model writes "7 + 5 = 12", not the bare "12" the tiny
   model is taught, so the whole-response match scored SmolLM2 0% where the last number it writes
-  was right 12-62% of the time (reinforge.rewards.answer_extraction; `<answer>` tags, \boxed{} and
+  was right 12-62% of the time (reinforge.tasks.answer_extraction; `<answer>` tags, \boxed{} and
   `####` still win where the model writes them).
 - `rollout.prompt_format` auto: chat when the tokenizer has a template, as an instruct model
   expects (the default recipe's raw prompts are for a completion model).
@@ -70,7 +70,7 @@ def _context(model: str) -> int | None:
 
 def _run_values(model: str) -> tuple[dict[str, Any], Path] | None:
     """The keys' values in the config of the run that saved `model`, when it is inside one."""
-    from reinforge.evals.eval_config import find_run_config  # YAML only, no model, no torch
+    from reinforge.config.eval_config import find_run_config  # YAML only, no model, no torch
 
     run_config = find_run_config(model) if Path(model).is_dir() else None
     if run_config is None:

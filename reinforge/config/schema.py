@@ -111,7 +111,7 @@ class TaskConfig(Section):
     )
     answer_extractor: Literal["response", "auto", "answer_tags", "boxed", "gsm8k", "last_number"] | None = Field(
         None,
-        description="Where verifiers find the final answer in a response (reinforge.rewards.answer_extraction): response = the "
+        description="Where verifiers find the final answer in a response (reinforge.tasks.answer_extraction): response = the "
         "last <answer></answer> content, else the whole response (bare answers); answer_tags; boxed = the last \\boxed{}; gsm8k = "
         "after the last '####'; last_number; auto = tags, else boxed, else ####, else the last number (numeric tasks) or the whole "
         "response. The strict format is reward fn answer_format. null: each task's own (response, unless the source sets it).",

@@ -45,8 +45,8 @@ from reinforge.import_paths import import_roots, use_import_roots
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.policy_learner import LossFn
 from reinforge.models.lora import apply_lora
-from reinforge.run.process_settings import configure_process
-from reinforge.trainer.policy_objective import make_policy_objective
+from reinforge.runtime.process_settings import configure_process
+from reinforge.learner.policy_objective import make_policy_objective
 
 STEP, STOP = "step", "stop"
 

@@ -49,7 +49,7 @@ from reinforge.distributed.ray_cluster import import_ray, start_ray
 from reinforge.engines.base import Generation, SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.engines.weight_sync import SharedWeights, WeightSet, WeightSyncError, state_checksum
-from reinforge.run.process_settings import configure_process
+from reinforge.runtime.process_settings import configure_process
 
 log = logging.getLogger(__name__)
 

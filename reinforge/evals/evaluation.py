@@ -18,7 +18,7 @@ import numpy as np
 
 from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.base import Env
-from reinforge.rewards.answer_extraction import task_answer
+from reinforge.tasks.answer_extraction import task_answer
 from reinforge.rollout.episode_metrics import episode_metrics
 from reinforge.rollout.episode_parts import agent_failed
 from reinforge.rollout.episodes import rollout_groups

@@ -1,4 +1,4 @@
-"""Checks of a game run's config, before any model is loaded (called by envs.factory.check_env_config)."""
+"""Checks of a game run's config, before any model is loaded (called by run.env_factory.check_env_config)."""
 
 from __future__ import annotations
 

@@ -7,13 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 from reinforge.import_paths import is_import_path
-from reinforge.rewards.answer_extraction import numeric_reference, strict_form
+from reinforge.tasks.answer_extraction import numeric_reference, strict_form
 from reinforge.rewards.base import RewardFn
 from reinforge.rewards.code_reward import CodeTestsReward, DifficultyWeightedTests
 from reinforge.rewards.env_reward import EnvReward
 from reinforge.rewards.judge import RubricJudge
 from reinforge.rewards.shaping import LengthPenalty, OverlongPenalty
-from reinforge.rewards.verifiers import verify
+from reinforge.tasks.verifiers import verify
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import ANSWER_EXTRACTORS, Task
 

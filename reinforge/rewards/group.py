@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from reinforge.rewards.answer_extraction import task_answer
-from reinforge.rewards.verifiers import normalize, parse_number
+from reinforge.tasks.answer_extraction import task_answer
+from reinforge.tasks.verifiers import normalize, parse_number
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 

@@ -33,7 +33,7 @@ class RewardCall:
 def execute(fns: Mapping[str, Callable], call: RewardCall) -> float | list[float]:
     """Run `call` with the reward functions `fns` (by component name); floats out."""
     if call.method == "verify":
-        from reinforge.rewards.verifiers import verify
+        from reinforge.tasks.verifiers import verify
 
         task, response = call.args
         return as_score(verify(task, response), "the verifier")

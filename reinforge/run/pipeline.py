@@ -16,10 +16,10 @@ import torch
 from reinforge.config import Config, ConfigError, dump_config
 from reinforge.config.policies_schema import DEFAULT_POLICY
 from reinforge.engines.torch_engine import TorchEngine
-from reinforge.envs.factory import build_env
+from reinforge.run.env_factory import build_env
 from reinforge.import_paths import is_in_memory
 from reinforge.learner.critic_learner import CriticLearner
-from reinforge.run.process_settings import configure_process
+from reinforge.runtime.process_settings import configure_process
 from reinforge.values.config_check import check_curriculum_tasks
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
@@ -40,10 +40,10 @@ from reinforge.run.preflight import preflight
 from reinforge.run.task_fit import check_tasks_fit, run_tokenizer
 from reinforge.trainer.policy import Policy, PrefixedLogger, metric_prefix, policy_path
 from reinforge.trainer.rl_loop import RLResult, episode_token_budget, run_rl
-from reinforge.run import checkpoint as ckpt
+from reinforge.runtime import checkpoint as ckpt
 from reinforge.evals.evaluation import evaluate, verifier_pool
-from reinforge.run.graceful_stop import GracefulStop
-from reinforge.run.run_errors import CheckpointError
+from reinforge.runtime.graceful_stop import GracefulStop
+from reinforge.runtime.run_errors import CheckpointError
 from reinforge.trainer.sft import run_sft
 
 

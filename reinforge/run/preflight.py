@@ -15,7 +15,7 @@ from reinforge.config.output_dir import check_output_dir
 from reinforge.config.policies_schema import check_policies_play_a_game
 from reinforge.distributed.ray_cluster import INSTALL_HINT, ray_available
 from reinforge.engines.torch_engine import MAX_BATCH_SIZE
-from reinforge.envs.factory import check_env_config
+from reinforge.run.env_factory import check_env_config
 from reinforge.models.loading import ModelLoadError, check_causal_lm_dir
 from reinforge.models.model_source import resolve_model_path
 from reinforge.models import lora

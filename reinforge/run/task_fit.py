@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from transformers import PreTrainedTokenizerBase
 
 from reinforge.config import Config, ConfigError
-from reinforge.envs.factory import build_env
+from reinforge.run.env_factory import build_env
 from reinforge.envs.single_turn import PromptFormatError
 from reinforge.models.loading import ModelLoadError, check_causal_lm_dir, read_model_config
 from reinforge.models.model_source import resolve_model_path

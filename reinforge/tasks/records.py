@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from reinforge.config import ConfigError, TaskConfig
-from reinforge.rewards.verifiers import UnknownVerifierError, get_verifier, parse_number
+from reinforge.tasks.verifiers import UnknownVerifierError, get_verifier, parse_number
 from reinforge.tasks.task import Prompt, Task, TaskSplits, drop_held_out_prompts, hold_out
 
 # Roles a demonstration may hold after the prompt: the policy's turns and what answers them.

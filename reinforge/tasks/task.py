@@ -10,7 +10,7 @@ from typing import Any
 # A prompt is either plain text or a list of chat messages ({"role": ..., "content": ...}).
 Prompt = str | list[dict[str, str]]
 
-# Where a verifier finds the final answer in a response (reinforge.rewards.answer_extraction); the
+# Where a verifier finds the final answer in a response (reinforge.tasks.answer_extraction); the
 # names are listed here, below the rewards that implement them, so that a Task can check its own.
 ANSWER_EXTRACTORS = ("response", "auto", "answer_tags", "boxed", "gsm8k", "last_number")
 
@@ -20,7 +20,7 @@ class Task:
     """One problem.
 
     `answer` is the reference the verifier checks against; `verifier` names the check in
-    `reinforge.rewards.verifiers`; `demonstration` is a worked completion for supervised warm-up
+    `reinforge.tasks.verifiers`; `demonstration` is a worked completion for supervised warm-up
     (None means: use `answer`): a string, or for multi-turn envs the messages that follow the
     prompt in Hugging Face chat format (assistant turns, with `tool_calls` as
     [{"type": "function", "function": {"name", "arguments"}}], and tool results as role "tool"

@@ -91,7 +91,7 @@ class UserSource:
     def _check_verifiers(self, tasks: list[Task]) -> None:
         """Every verifier the tasks name exists (a built-in, or the user's own by import path): a
         wrong one fails now, not as a failed reward on every sample of the run."""
-        from reinforge.rewards.verifiers import UnknownVerifierError, get_verifier
+        from reinforge.tasks.verifiers import UnknownVerifierError, get_verifier
 
         first_task: dict[str, str] = {}
         for task in tasks:

@@ -21,7 +21,7 @@ from reinforge.rollout.episodes import rollout_groups
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 from reinforge.trainer.greedy_baseline import attach_greedy_baselines
-from reinforge.trainer.task_sampler import TaskSampler
+from reinforge.tasks.task_sampler import TaskSampler
 
 
 @dataclass

@@ -34,7 +34,7 @@ from reinforge.rewards.scorer import RewardScorer
 from reinforge.rollout.partial import PartialEpisode, PartialGroup, group_trajectories, sample_round
 from reinforge.rollout.partial_turns import TurnEpisode, rebuild_env, sample_turns, start_group, turn_group_trajectories
 from reinforge.trainer.collect import Collected, round_seed, step_seed
-from reinforge.trainer.task_sampler import TaskSampler
+from reinforge.tasks.task_sampler import TaskSampler
 
 
 class PartialCollector:

@@ -21,7 +21,7 @@ from reinforge.learner.critic_learner import CriticLearner
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.rollout.trajectory import Trajectory
-from reinforge.run.resume_changes import load_optimizer_state
+from reinforge.runtime.resume_changes import load_optimizer_state
 from reinforge.tasks.task import Task
 
 

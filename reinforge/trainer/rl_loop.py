@@ -34,23 +34,23 @@ from reinforge.rollout.episode_metrics import step_metrics
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import TaskSplits
 from reinforge.telemetry import MetricsLogger, ProgressDisplay
-from reinforge.run import checkpoint as ckpt
+from reinforge.runtime import checkpoint as ckpt
 from reinforge.trainer.agent_failures import drop_failed_episodes
 from reinforge.trainer.eval_progress import EvalCounter, eval_episode_total
 from reinforge.trainer.group_diversity import group_diversity_metrics
 from reinforge.trainer.health import STAGE as HEALTH_STAGE, HealthMonitor, announce
 from reinforge.trainer.advantage_step import has_active_dropout, prepare_batch
-from reinforge.run.resume_changes import reward_spec, scorer_state_for
+from reinforge.runtime.resume_changes import reward_spec, scorer_state_for
 from reinforge.trainer.reward_failures import drop_failed_samples
 from reinforge.trainer.rollout_schedule import make_schedule, staleness_metrics
 from reinforge.evals.evaluation import evaluate
-from reinforge.run.graceful_stop import GracefulStop
-from reinforge.run.run_errors import RunInterrupted
+from reinforge.runtime.graceful_stop import GracefulStop
+from reinforge.runtime.run_errors import RunInterrupted
 from reinforge.trainer.pf_ppo_step import pf_ppo_batch
 from reinforge.trainer.policy import Policy, PolicyModels, for_policies, metric_prefix, owner
 from reinforge.trainer.kl_coefficient import StepKLCoefficient
-from reinforge.trainer.policy_objective import adaptive_entropy_coef, make_policy_objective
-from reinforge.trainer.task_sampler import TaskSampler
+from reinforge.learner.policy_objective import adaptive_entropy_coef, make_policy_objective
+from reinforge.tasks.task_sampler import TaskSampler
 from reinforge.trainer.zero_reward import zero_reward_warning
 from reinforge.values.curriculum_sampler import CurriculumSampler, group_abs_advantages, make_task_sampler
 from reinforge.values.value_heads import ValueHeadsCollector, build_value_heads

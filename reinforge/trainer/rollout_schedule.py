@@ -68,7 +68,7 @@ from reinforge.algos.advantages import get_estimator
 from reinforge.trainer.collect import Collected, collect_groups, step_seed
 from reinforge.trainer.partial_collect import PartialCollector
 from reinforge.trainer.policy import each
-from reinforge.trainer.task_sampler import TaskSampler
+from reinforge.tasks.task_sampler import TaskSampler
 
 
 class StalenessError(RuntimeError):

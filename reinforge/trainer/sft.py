@@ -22,8 +22,8 @@ from reinforge.config import SFTConfig
 from reinforge.envs.base import Env
 from reinforge.tasks.task import Task
 from reinforge.telemetry import MetricsLogger, ProgressDisplay
-from reinforge.run.graceful_stop import GracefulStop
-from reinforge.run.run_errors import RunInterrupted
+from reinforge.runtime.graceful_stop import GracefulStop
+from reinforge.runtime.run_errors import RunInterrupted
 
 
 def sft_batch(examples: list[tuple[list[int], list[bool]]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -1,6 +1,6 @@
 """The trainer's task sampler with the prompt-value model behind it: uniform, PCL or DUMP.
 
-Same interface as reinforge.trainer.task_sampler.TaskSampler (`next_batch`, `state_dict`,
+Same interface as reinforge.tasks.task_sampler.TaskSampler (`next_batch`, `state_dict`,
 `load_state_dict`), so the rollout schedule and dynamic sampling draw from it unchanged, plus what the
 loop calls around an update:
 
@@ -30,7 +30,7 @@ from reinforge.values.selection import nearest_to_target
 from reinforge.values.value_model import PromptValueModel
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
-from reinforge.trainer.task_sampler import TaskSampler
+from reinforge.tasks.task_sampler import TaskSampler
 
 Featurize = Callable[[list[Task]], torch.Tensor]  # tasks -> [K, d] prompt representations
 RELIABILITY_BINS = 10

@@ -18,7 +18,7 @@ from pathlib import Path
 from reinforge.config import Config
 from reinforge.learner.success_head_learner import SuccessHeadLearner
 from reinforge.rollout.trajectory import Trajectory
-from reinforge.run.checkpoint import list_checkpoints, load_state
+from reinforge.runtime.checkpoint import list_checkpoints, load_state
 from reinforge.values.rollout_pruning import PruningHook, pruning_metrics
 from reinforge.values.turn_progress import TurnProgress
 

@@ -402,7 +402,7 @@ def count_digits(text: str) -> int:
 
 def test_tools_given_as_functions_build_the_tool_env():
     from reinforge.api.parts import part_values
-    from reinforge.envs.factory import tool_registry
+    from reinforge.run.env_factory import tool_registry
     from reinforge.run.preflight import preflight
 
     values = part_values(None, None, None, None, ["calculator", count_digits], None, None)

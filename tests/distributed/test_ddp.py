@@ -18,7 +18,7 @@ from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.models.tokenizer import train_tokenizer
 from reinforge.rollout.trajectory import Trajectory
-from reinforge.trainer.policy_objective import make_policy_objective
+from reinforge.learner.policy_objective import make_policy_objective
 from deadlines import PROCESS_START_S
 from teacher_forcing import (
     RecordedStep, assert_replays, assert_same_batch, assert_steps_agree, metric_bounds, outcome, recorded_step, restore, single_twin,

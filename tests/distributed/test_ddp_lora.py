@@ -12,7 +12,7 @@ from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.run.preflight import preflight
-from reinforge.trainer.policy_objective import make_policy_objective
+from reinforge.learner.policy_objective import make_policy_objective
 from deadlines import PROCESS_START_S
 from teacher_forcing import assert_replays, recorded_step
 from test_ddp import MAX_RESPONSE, make_batch, make_tokenizer

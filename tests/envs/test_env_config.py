@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reinforge.config import ConfigError, load_config
-from reinforge.envs.factory import build_env
+from reinforge.run.env_factory import build_env
 from reinforge.envs.tool_env import ToolEnv
 from reinforge.run.preflight import preflight
 

@@ -9,7 +9,7 @@ import pytest
 
 from reinforge.cli import main
 from reinforge.config import ConfigError, load_config
-from reinforge.envs.factory import build_env
+from reinforge.run.env_factory import build_env
 from reinforge.envs.single_turn import PromptFormatError, SingleTurnEnv
 from reinforge.models.loading import save_model
 from reinforge.run.task_fit import check_tasks_fit
@@ -71,7 +71,7 @@ def test_chat_format_without_a_chat_template_is_refused_with_the_fix(no_template
 
 
 def test_reinforge_eval_refuses_it_before_loading_the_weights(no_template_dir, tmp_path, monkeypatch, capsys) -> None:
-    from reinforge.evals import eval_command
+    from reinforge.run import eval_command
 
     def no_load(*args, **kwargs):
         raise AssertionError("the weights were loaded before the prompt format was checked")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from reinforge.config import ConfigError, load_config
-from reinforge.envs.factory import check_env_config
+from reinforge.run.env_factory import check_env_config
 from reinforge.games.spec import GameSpecError, parse_spec
 from reinforge.run.preflight import preflight
 

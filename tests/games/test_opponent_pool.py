@@ -13,11 +13,11 @@ from reinforge.cli import main
 from reinforge.config import ConfigError, load_config
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
-from reinforge.evals.eval_command import run_eval
-from reinforge.evals.eval_config import eval_config
+from reinforge.run.eval_command import run_eval
+from reinforge.config.eval_config import eval_config
 from reinforge.games.frozen_players import FrozenPlayers
 from reinforge.games.pool import OpponentPool, OpponentPoolSpec
-from reinforge.run import checkpoint as ckpt
+from reinforge.runtime import checkpoint as ckpt
 from reinforge.run.preflight import preflight
 from run_records import assert_same_run, copy_at_first_checkpoint
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from reinforge.gateway.serve_command import serve
+from reinforge.run.serve_command import serve
 
 
 @dataclass

@@ -13,7 +13,7 @@ from reinforge.engines.base import SamplingParams
 from reinforge.envs.chat_format import ChatFormat
 from reinforge.envs.single_turn import SingleTurnEnv
 from reinforge.gateway import Gateway
-from reinforge.gateway.serve_command import chat_format_warning
+from reinforge.run.serve_command import chat_format_warning
 from reinforge.models.loading import save_model
 from reinforge.tasks.task import Task
 from gateway_fakes import ScriptedEngine

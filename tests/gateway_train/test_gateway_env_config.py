@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from reinforge.config import ConfigError, load_config
-from reinforge.envs.factory import check_env_config
+from reinforge.run.env_factory import check_env_config
 
 AGENTS = Path(__file__).with_name("agents.py")
 EXAMPLE = Path(__file__).parents[2] / "examples" / "gateway_agent" / "agent.py"

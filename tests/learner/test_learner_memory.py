@@ -20,7 +20,7 @@ from reinforge.learner.packed_forward import supports
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.models.lora import apply_lora, peft_available
-from reinforge.trainer.policy_objective import make_policy_objective
+from reinforge.learner.policy_objective import make_policy_objective
 from float_bounds import assert_within, forward_bound, gradient_bound, network_sizes
 from packed_batches import PAD, grpo_rows, right_padded, small
 

@@ -18,7 +18,7 @@ from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.tasks.task import Task
 from reinforge.trainer.advantage_step import has_active_dropout, prepare_batch
-from reinforge.trainer.policy_objective import make_policy_objective
+from reinforge.learner.policy_objective import make_policy_objective
 from reinforge.trainer.sft import run_sft
 
 TASKS = [Task(id=f"t{i}", prompt=p, answer=a) for i, (p, a) in enumerate([("1+2=", "3"), ("35+7=", "42"), ("9+9=", "18")])]

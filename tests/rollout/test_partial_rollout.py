@@ -17,7 +17,7 @@ from reinforge.rollout.partial import PartialEpisode, PartialGroup, group_trajec
 from reinforge.tasks.task import Task
 from reinforge.trainer.partial_collect import PartialCollector
 from reinforge.trainer.rollout_schedule import staleness_metrics
-from reinforge.trainer.task_sampler import TaskSampler
+from reinforge.tasks.task_sampler import TaskSampler
 
 MAX_NEW = 12
 PARAMS = SamplingParams(max_new_tokens=MAX_NEW, temperature=1.0)

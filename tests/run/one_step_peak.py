@@ -43,16 +43,16 @@ def main(overrides: list[str]) -> dict:
     from reinforge.algos.advantages import get_estimator
     from reinforge.config import load_config
     from reinforge.engines.base import SamplingParams, release_sampling_memory
-    from reinforge.envs.factory import build_env
+    from reinforge.run.env_factory import build_env
     from reinforge.learner.batch import TrainingBatch
     from reinforge.models import lora
     from reinforge.rollout.episodes import rollout_groups
     from reinforge.run.pipeline import build_engine, build_learner, build_policy, build_reference
-    from reinforge.run.process_settings import configure_process
+    from reinforge.runtime.process_settings import configure_process
     from reinforge.run.task_fit import check_tasks_fit
     from reinforge.tasks.registry import load_tasks
     from reinforge.trainer.advantage_step import prepare_batch
-    from reinforge.trainer.policy_objective import make_policy_objective
+    from reinforge.learner.policy_objective import make_policy_objective
 
     after_import = status_bytes("VmRSS")
     cfg = load_config("default", overrides)

@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 
 from reinforge.cli import main
 from reinforge.learner.policy_learner import PolicyLearner
-from reinforge.run import checkpoint as ckpt
+from reinforge.runtime import checkpoint as ckpt
 from run_records import assert_same_run, copy_at_first_checkpoint, final_weights
 
 TINY = [

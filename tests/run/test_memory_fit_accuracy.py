@@ -104,7 +104,7 @@ def gpu_step_peaks(overrides: list[str]) -> dict[str, dict[str, int]]:
     from reinforge.learner.batch import TrainingBatch
     from reinforge.learner.policy_learner import PolicyLearner
     from reinforge.learner.reference import ReferenceModel
-    from reinforge.trainer.policy_objective import make_policy_objective
+    from reinforge.learner.policy_objective import make_policy_objective
 
     cfg = load_config("default", overrides)
     a, r = cfg.algo, cfg.rollout

@@ -13,9 +13,9 @@ import pytest
 
 from reinforge.algos import advantages
 from reinforge.config import ConfigError, load_config
-from reinforge.envs.factory import build_env
+from reinforge.run.env_factory import build_env
 from reinforge.rewards.builtin import build_component
-from reinforge.rewards.verifiers import verify
+from reinforge.tasks.verifiers import verify
 from reinforge.tasks.registry import load_tasks
 from reinforge.run import pipeline
 from reinforge.run.preflight import preflight

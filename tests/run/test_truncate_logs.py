@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reinforge.run.checkpoint import _end_of_last_line, truncate_logs
+from reinforge.runtime.checkpoint import _end_of_last_line, truncate_logs
 
 ROWS = b"".join(json.dumps({"step": s, "reward": s / 10}).encode() + b"\n" for s in range(1, 7))
 

@@ -53,7 +53,7 @@ def test_a_gsm8k_style_parquet_file_loads_with_answers_and_worked_solutions(tmp_
 
 
 def test_the_demonstration_scores_full_marks_with_the_tasks_own_verifier(tmp_path: Path) -> None:
-    from reinforge.rewards.verifiers import VERIFIERS
+    from reinforge.tasks.verifiers import VERIFIERS
 
     for task in tasks_of(gsm8k(write_parquet(tmp_path / "gsm8k.parquet", GSM8K_ROWS))):
         assert VERIFIERS[task.verifier](task, task.demonstration) == 1.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reinforge.config import ConfigError, TaskConfig
-from reinforge.rewards.verifiers import verify
+from reinforge.tasks.verifiers import verify
 from reinforge.tasks import reasoning_gym_source
 from reinforge.tasks.registry import load_tasks
 

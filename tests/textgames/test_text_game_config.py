@@ -57,7 +57,7 @@ def test_bad_configs_are_refused_naming_the_key(overrides, message) -> None:
 
 
 def test_the_text_game_env_plays_only_text_game_puzzles() -> None:
-    from reinforge.envs.factory import check_env_config
+    from reinforge.run.env_factory import check_env_config
 
     cfg = config()
     cfg.task.source = "arithmetic"  # a task check would refuse the game's params first

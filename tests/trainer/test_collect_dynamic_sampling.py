@@ -18,7 +18,7 @@ from reinforge.envs.single_turn import SingleTurnEnv
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.tasks.task import Task
 from reinforge.trainer.collect import collect_groups, informative_groups
-from reinforge.trainer.task_sampler import TaskSampler
+from reinforge.tasks.task_sampler import TaskSampler
 
 TEXTS = ["1+2=", "35+7=", "123+456=", "9=", "80+801=", "4+4="]
 PROMPTS, GROUP = 4, 8

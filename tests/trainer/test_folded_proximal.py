@@ -32,7 +32,7 @@ from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.tasks.task import Task
 from reinforge.trainer.advantage_step import prepare_batch, proximal_forward_folds
-from reinforge.trainer.policy_objective import make_policy_objective
+from reinforge.learner.policy_objective import make_policy_objective
 from float_bounds import assert_adam_steps_agree, forward_bound, gradient_bound, network_sizes
 
 TEXTS = ["1+2=", "35+7=", "123+456=", "9="]

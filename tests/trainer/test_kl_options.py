@@ -11,7 +11,7 @@ from reinforge.algos.losses.aggregation import aggregate
 from reinforge.algos.types import LossNormalizer
 from reinforge.config import load_config
 from reinforge.learner.batch import TrainingBatch
-from reinforge.trainer.policy_objective import make_policy_objective
+from reinforge.learner.policy_objective import make_policy_objective
 
 TINY = {
     "model.preset": "nano", "task.train_size": 16, "task.eval_size": 4, "rollout.prompts_per_step": 2,

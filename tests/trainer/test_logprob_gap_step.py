@@ -26,7 +26,7 @@ from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.tasks.task import Task
 from reinforge.trainer.advantage_step import prepare_batch
-from reinforge.trainer.policy_objective import make_policy_objective
+from reinforge.learner.policy_objective import make_policy_objective
 
 TEXTS = ["1+2=", "35+7=", "123+456=", "9="]
 GROUP = 4

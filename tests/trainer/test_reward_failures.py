@@ -17,7 +17,7 @@ from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.rollout.episodes import rollout_groups
 from reinforge.tasks.task import Task
 from reinforge.trainer.advantage_step import prepare_batch
-from reinforge.trainer.policy_objective import make_policy_objective
+from reinforge.learner.policy_objective import make_policy_objective
 from reinforge.trainer.reward_failures import drop_failed_samples
 
 GROUP = 4

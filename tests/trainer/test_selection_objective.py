@@ -16,7 +16,7 @@ from reference.trl_grpo import TRLGRPOLoss  # noqa: E402
 from reinforge.algos.types import LossNormalizer  # noqa: E402
 from reinforge.config import load_config  # noqa: E402
 from reinforge.learner.batch import TrainingBatch  # noqa: E402
-from reinforge.trainer.policy_objective import adaptive_entropy_coef, make_policy_objective  # noqa: E402
+from reinforge.learner.policy_objective import adaptive_entropy_coef, make_policy_objective  # noqa: E402
 
 N, T, V = 6, 9, 13
 

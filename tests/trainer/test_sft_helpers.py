@@ -11,7 +11,7 @@ import torch
 from reinforge.envs.single_turn import SingleTurnEnv
 from reinforge.tasks.task import Task
 from reinforge.trainer.sft import sft_batch, warmup_cosine
-from reinforge.trainer.task_sampler import TaskSampler
+from reinforge.tasks.task_sampler import TaskSampler
 
 
 @pytest.mark.parametrize(

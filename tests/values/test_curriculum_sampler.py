@@ -113,7 +113,7 @@ def test_group_abs_advantages_per_sample_and_per_token():
 
 def test_a_plain_sampler_resumes_the_data_cursor_of_a_curriculum_checkpoint():
     # `--force` resume of a run with the prompt_value section switched off: the data cursor carries over.
-    from reinforge.trainer.task_sampler import TaskSampler
+    from reinforge.tasks.task_sampler import TaskSampler
 
     curriculum = CurriculumSampler(TASKS, seed=5, cfg=PromptValueConfig(), featurize=None, embed_dim=None)
     curriculum.next_batch(3)

@@ -13,7 +13,7 @@ import torch
 from reinforge.config import load_config
 from reinforge.learner.success_head_learner import SuccessHeadLearner, trajectory_features
 from reinforge.rollout.trajectory import single_turn_trajectory
-from reinforge.run.checkpoint import list_checkpoints, load_state
+from reinforge.runtime.checkpoint import list_checkpoints, load_state
 from reinforge.run.pipeline import run_training
 from reinforge.values.turn_progress import TurnProgress
 from reinforge.values.value_heads import newest_samples

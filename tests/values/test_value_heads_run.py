@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from reinforge.config import load_config
-from reinforge.evals.eval_command import run_eval
+from reinforge.run.eval_command import run_eval
 from reinforge.run.pipeline import run_sft_stage, run_training
 from run_records import assert_same_run, copy_at_first_checkpoint
 

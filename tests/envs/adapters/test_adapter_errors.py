@@ -9,7 +9,7 @@ import types
 import pytest
 
 from reinforge.config import ConfigError, load_config
-from reinforge.envs.factory import check_env_config
+from reinforge.run.env_factory import check_env_config
 
 
 def loader_file(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from reinforge.config import ConfigError, load_config
 from reinforge.envs.adapters.gym_env import GymTextEnv
-from reinforge.envs.factory import build_env, check_env_config
+from reinforge.run.env_factory import build_env, check_env_config
 from reinforge.rewards.builtin import build_component
 from reinforge.tasks.task import Task
 from exact_tokens import run_and_check_exact_tokens

@@ -9,7 +9,7 @@ import pytest
 from reinforge.config import ConfigError, load_config
 from reinforge.envs.adapters.skyrl_env import SkyRLTextEnv
 from reinforge.envs.adapters.trl_env import TRLToolEnv
-from reinforge.envs.factory import build_env, check_env_config
+from reinforge.run.env_factory import build_env, check_env_config
 from reinforge.tasks.task import Task
 from exact_tokens import imitate, run_and_check_exact_tokens
 from reinforge.models.tiny_llama import build_tiny_llama

@@ -13,7 +13,7 @@ pytest.importorskip("verifiers", reason="the verifiers extra is not installed: p
 
 from reinforge.config import ConfigError, load_config  # noqa: E402
 from reinforge.envs.adapters.verifiers_env import VerifiersTextEnv, dataset_tasks  # noqa: E402
-from reinforge.envs.factory import build_env, check_env_config  # noqa: E402
+from reinforge.run.env_factory import build_env, check_env_config  # noqa: E402
 from reinforge.tasks.task import Task  # noqa: E402
 from exact_tokens import run_and_check_exact_tokens  # noqa: E402
 

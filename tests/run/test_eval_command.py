@@ -16,8 +16,8 @@ from reinforge.envs.single_turn import SingleTurnEnv
 from reinforge.models.loading import save_model
 from reinforge.tasks.arithmetic import make_task
 from reinforge.tasks.task import Task
-from reinforge.evals.eval_command import default_k_values, format_metric
-from reinforge.evals.eval_config import eval_config, find_run_config
+from reinforge.run.eval_command import default_k_values, format_metric
+from reinforge.config.eval_config import eval_config, find_run_config
 from reinforge.evals.evaluation import evaluate
 
 

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from reinforge.rewards.verifiers import VERIFIERS, parse_choice, verify
+from reinforge.tasks.verifiers import VERIFIERS, parse_choice, verify
 from reinforge.tasks.task import Task
 
 

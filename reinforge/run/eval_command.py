@@ -1,7 +1,7 @@
 """`reinforge eval --model DIR --samples K`: score a saved model on the held-out tasks.
 
 Loads a Hugging Face model (directory, Hub id, .gguf or fetched name: reinforge.models.model_source) and the held-out split of the configured task source
-(the run's own config when the model is inside a run directory: reinforge.evals.eval_config),
+(the run's own config when the model is inside a run directory: reinforge.config.eval_config),
 runs `evaluate` (greedy + K samples per task, the same code the training loop uses), and reports
 greedy accuracy, mean@K and pass@k (k >= 2) with 95% bootstrap CIs, overall and per task family:
 as a table on the terminal, and as `eval.json` / `eval.md` (plus every response in
@@ -28,10 +28,10 @@ from rich.table import Table
 
 from reinforge.config import Config, ConfigError, dump_config
 from reinforge.engines.torch_engine import TorchEngine
-from reinforge.envs.factory import build_env, check_env_config
+from reinforge.run.env_factory import build_env, check_env_config
 from reinforge.run.pipeline import closing_env
 from reinforge.envs.single_turn import PromptFormatError
-from reinforge.run.process_settings import configure_process
+from reinforge.runtime.process_settings import configure_process
 from reinforge.trainer.rl_loop import episode_token_budget
 from reinforge.models.loading import ModelLoadError, check_model_dir, load_model_and_tokenizer
 from reinforge.models.model_source import resolve_model_path

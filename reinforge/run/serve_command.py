@@ -31,7 +31,7 @@ from reinforge.gateway.server import Gateway
 
 def chat_format_warning(model_dir: str, tokenizer) -> str | None:
     """Why chat requests get a prompt format this model was not trained on; None when they do not."""
-    from reinforge.evals.eval_config import find_run_config  # reads YAML only, no model
+    from reinforge.config.eval_config import find_run_config  # reads YAML only, no model
 
     has_template = bool(getattr(tokenizer, "chat_template", None))
     run_config = find_run_config(model_dir) if Path(model_dir).is_dir() else None

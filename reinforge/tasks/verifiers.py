@@ -3,7 +3,7 @@
 A verifier is a plain function `(task, response) -> float` registered by name in `VERIFIERS`;
 a task names its verifier in `Task.verifier`, so one run can mix tasks checked differently.
 Each verifier receives the whole response and extracts the answer itself, with the extractor the
-task names (`Task.answer_extractor`, reinforge.rewards.answer_extraction): correctness is judged
+task names (`Task.answer_extractor`, reinforge.tasks.answer_extraction): correctness is judged
 on the extracted answer, whatever format stated it; a response with no answer scores 0. A
 verifier that cares about the rest of the text (format, reasoning) can be added without changing
 this file.
@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 from reinforge.import_paths import ImportPathError, check_call, is_import_path, load_object
 # extract_answer, parse_number and the tags are imported from here by other modules too.
-from reinforge.rewards.answer_extraction import ANSWER_CLOSE, ANSWER_OPEN, answer_fraction, answer_value, extract_answer, parse_fraction, parse_number, task_answer  # noqa: F401
-from reinforge.rewards.math_verifier import math_equal
+from reinforge.tasks.answer_extraction import ANSWER_CLOSE, ANSWER_OPEN, answer_fraction, answer_value, extract_answer, parse_fraction, parse_number, task_answer  # noqa: F401
+from reinforge.tasks.math_verifier import math_equal
 from reinforge.tasks.task import Task
 
 # The numeric verifier's default relative tolerance, for references that are not integers only
@@ -102,7 +102,7 @@ def reasoning_gym_score(task: Task, response: str) -> float:
 
 
 # --------------------------------------------------------------------------- math (math-verify)
-# In its own module (relations judged as relations): reinforge.rewards.math_verifier.
+# In its own module (relations judged as relations): reinforge.tasks.math_verifier.
 
 # --------------------------------------------------------------------------- multiple choice
 

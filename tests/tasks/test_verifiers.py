@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reinforge.rewards.verifiers import VERIFIERS, UnknownVerifierError, extract_answer, parse_number, verify
+from reinforge.tasks.verifiers import VERIFIERS, UnknownVerifierError, extract_answer, parse_number, verify
 from reinforge.tasks.task import Task
 
 

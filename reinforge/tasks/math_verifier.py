@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import re
 
-from reinforge.rewards.answer_extraction import boxed_spans, task_answer
+from reinforge.tasks.answer_extraction import boxed_spans, task_answer
 from reinforge.tasks.task import Task
 
 # Signs that make a statement about the value rather than state it; `=` is handled apart.

@@ -11,7 +11,7 @@ from reinforge.config import RewardComponent
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.rollout.trajectory import single_turn_trajectory
 from reinforge.tasks.task import Task
-from reinforge.run.resume_changes import load_optimizer_state, reward_spec, scorer_state_for
+from reinforge.runtime.resume_changes import load_optimizer_state, reward_spec, scorer_state_for
 
 
 def trained_optimizer(lr: float, weight_decay: float) -> tuple[torch.nn.Linear, torch.optim.AdamW]:

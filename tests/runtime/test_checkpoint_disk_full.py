@@ -19,8 +19,8 @@ import pytest
 import torch
 from safetensors import SafetensorError
 
-from reinforge.run import checkpoint as ckpt
-from reinforge.run.run_errors import CheckpointError
+from reinforge.runtime import checkpoint as ckpt
+from reinforge.runtime.run_errors import CheckpointError
 
 
 class FullDiskFile(io.BytesIO):

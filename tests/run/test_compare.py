@@ -54,7 +54,7 @@ def test_compare_runs_variants_mixed_with_methods(tmp_path, capsys):
 
 
 def test_compare_variants_from_yaml_and_bad_variants(tmp_path, capsys):
-    from reinforge.evals.compare import parse_variants
+    from reinforge.run.compare import parse_variants
 
     spec = tmp_path / "variants.yaml"
     spec.write_text("plain:\nslow: ['algo.lr=1e-5', 'rollout.temperature=0.5']\n")

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from reinforge.run.run_errors import CheckpointError
+from reinforge.runtime.run_errors import CheckpointError
 
 CHECKPOINTS = "checkpoints"
 MANIFEST = "manifest.json"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from reinforge.rewards.answer_extraction import extract_answer
-from reinforge.rewards.verifiers import strict_json, verify
+from reinforge.tasks.answer_extraction import extract_answer
+from reinforge.tasks.verifiers import strict_json, verify
 from reinforge.tasks.task import Task
 
 

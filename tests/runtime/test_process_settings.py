@@ -14,7 +14,7 @@ def test_a_run_pins_its_process_to_the_listed_cores() -> None:
     first = min(os.sched_getaffinity(0))
     code = (
         "import os, torch\n"
-        "from reinforge.run.process_settings import configure_process\n"
+        "from reinforge.runtime.process_settings import configure_process\n"
         f"configure_process(1, [{first}])\n"
         "print(sorted(os.sched_getaffinity(0)), torch.get_num_threads())\n"
     )
@@ -37,7 +37,7 @@ def test_the_config_takes_usable_cores_and_refuses_others() -> None:
 
 FAULTS_OF_REALLOCATING = (
     "import resource, sys, torch\n"
-    "from reinforge.run.process_settings import retain_freed_memory\n"
+    "from reinforge.runtime.process_settings import retain_freed_memory\n"
     "applied = retain_freed_memory() if sys.argv[1] == 'on' else False\n"
     "def step():  # a forward's activations (37 MiB each, over glibc's largest mmap threshold), then freed\n"
     "    kept = [torch.ones(64, 71, 2048) for _ in range(4)]\n"
@@ -72,7 +72,7 @@ def test_retained_memory_is_reused_with_few_page_faults() -> None:
 
 
 def test_a_user_malloc_tunable_wins(monkeypatch) -> None:
-    from reinforge.run.process_settings import retain_freed_memory
+    from reinforge.runtime.process_settings import retain_freed_memory
 
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "1048576")
     assert retain_freed_memory() is False

@@ -10,7 +10,7 @@ from reinforge.algos.losses.aggregation import aggregate
 from reinforge.algos.types import LossNormalizer
 from reinforge.config import load_config
 from reinforge.learner.batch import TrainingBatch
-from reinforge.trainer.policy_objective import CISPO_DEFAULT_EPS_HIGH, make_policy_objective, policy_loss_params
+from reinforge.learner.policy_objective import CISPO_DEFAULT_EPS_HIGH, make_policy_objective, policy_loss_params
 
 N, S, V = 4, 8, 11
 T = S - 1

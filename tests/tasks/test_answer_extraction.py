@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reinforge.rewards.answer_extraction import answer_value, extract_answer, strict_form
-from reinforge.rewards.verifiers import verify
+from reinforge.tasks.answer_extraction import answer_value, extract_answer, strict_form
+from reinforge.tasks.verifiers import verify
 from reinforge.tasks.task import ANSWER_EXTRACTORS, Task
 
 # SmolLM2-135M-Instruct's greedy answers to "4+8=" and "9+3=" (recorded from the real model).
