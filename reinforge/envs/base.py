@@ -16,6 +16,11 @@ from transformers import PreTrainedTokenizerBase
 
 from reinforge.tasks.task import Task
 
+# The key under which an env reports its own reward in StepResult.info (the adapters do); the
+# rollout loop sums it into trajectory.stats, where the `env_reward` reward component reads it
+# (reinforge.rewards.env_reward). Declared with the protocol, so envs need not import rewards.
+ENV_REWARD = "env_reward"
+
 
 @dataclass
 class StepResult:

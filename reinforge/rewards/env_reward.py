@@ -13,10 +13,9 @@ episode before the env could score it) is a reward failure, named and counted, n
 
 from __future__ import annotations
 
+from reinforge.envs.base import ENV_REWARD
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
-
-ENV_REWARD = "env_reward"
 
 
 class EnvReward:

@@ -22,8 +22,8 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from reinforge.envs.adapters.base import AdapterError
+from reinforge.envs.base import ENV_REWARD
 from reinforge.envs.chat_format import ChatFormat
-from reinforge.rewards.env_reward import ENV_REWARD
 from reinforge.tasks.task import Task
 
 
