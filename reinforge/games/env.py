@@ -24,7 +24,7 @@ from transformers import PreTrainedTokenizerBase
 from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.chat_game_env import ChatGameEnv
 from reinforge.games.game import Game
-from reinforge.games.match import MatchRules
+from reinforge.games.match import MatchRules, new_match
 from reinforge.games.play import POLICY, GameRun, play_games
 from reinforge.games.pool import POOL, OpponentPool, OpponentPoolSpec
 from reinforge.games.registry import get_game
@@ -133,7 +133,7 @@ class GameEnv(ChatGameEnv):
         # group compares answers to one question; the fixed players' randomness stays per game.
         deal_rng = random.Random(f"{meta['game_seed']}-deal") if game.deal_per_task else rng
         rules = MatchRules(float(meta["draw_reward"]), int(meta["max_illegal_moves"]), self.max_turns)
-        return GameRun(task, group_id, list(meta["seats"]), game.new_match(rules, deal_rng), rng,
+        return GameRun(task, group_id, list(meta["seats"]), new_match(game, rules, deal_rng), rng,
                        policies=trainable_players(task))
 
     def play(

@@ -91,12 +91,12 @@ class Game(ABC):
         (describer_guesser)."""
         return rng.choice(self.legal_moves(state))
 
-    def new_match(self, rules, rng: random.Random):
-        """A new game and its referee (games.match.Match); a game whose state lives in another
-        library's env object (games.textarena_game) returns a referee of its own."""
-        from reinforge.games.match import Match
-
-        return Match(self, rules, self.initial_state(rng))
+    @property
+    def referee(self) -> type | None:
+        """The referee class of a game whose state lives in another library's env object (a subclass
+        of games.match.Match: games.textarena_game); None, the default: games.match.Match referees
+        it. games.match.new_match starts a game with it; the rules never import their referee."""
+        return None
 
     @property
     def max_payoff(self) -> float:

@@ -23,6 +23,7 @@ to every player, a loss for all); a cut game (no result) pays
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 
 from reinforge.games.game import Game, State
@@ -135,3 +136,9 @@ class Match:
         if self.game.cooperative:
             return "win" if payoff > 0 else "loss"
         return "win" if payoff > 0 else "loss" if payoff < 0 else "draw"
+
+
+def new_match(game: Game, rules: MatchRules, rng: random.Random) -> Match:
+    """A new game (dealt with `rng`) and its referee: the game's own `referee` class, else Match."""
+    referee = game.referee or Match
+    return referee(game, rules, game.initial_state(rng))

@@ -16,7 +16,7 @@ import random
 
 from reinforge.config import ConfigError, TaskConfig
 from reinforge.games.game import Game
-from reinforge.games.match import MatchRules
+from reinforge.games.match import MatchRules, new_match
 from reinforge.games.spec import GameSpec, GameSpecError, parse_spec
 from reinforge.tasks.task import Task, TaskSplits
 
@@ -35,7 +35,7 @@ def spec_of(cfg: TaskConfig) -> tuple[GameSpec, Game]:
 def demonstration(game: Game, rules: MatchRules, seat: int, rng: random.Random) -> list[dict]:
     """A game of the game's demonstration moves (random-legal unless the game says otherwise) as
     `seat` sees and plays it: its messages and moves, in chat form."""
-    match = game.new_match(rules, rng)
+    match = new_match(game, rules, rng)
     messages: list[dict] = []
     while not match.over:
         mover = match.to_move

@@ -129,8 +129,9 @@ class TextArenaGame(Game):
     def initial_state(self, rng: random.Random) -> ArenaTable:
         return ArenaTable(self.env_id, rng.randrange(2**31))
 
-    def new_match(self, rules, rng: random.Random) -> "ArenaMatch":
-        return ArenaMatch(self, rules, self.initial_state(rng))
+    @property
+    def referee(self) -> type:
+        return ArenaMatch
 
     def to_move(self, state: ArenaTable) -> int:
         return state.to_move

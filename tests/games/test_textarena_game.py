@@ -16,7 +16,7 @@ pytestmark = pytest.mark.textarena
 
 from reinforge.config import load_config  # noqa: E402
 from reinforge.games.env import GameEnv  # noqa: E402
-from reinforge.games.match import MatchRules  # noqa: E402
+from reinforge.games.match import MatchRules, new_match  # noqa: E402
 from reinforge.games.registry import get_game  # noqa: E402
 from reinforge.run.pipeline import run_training  # noqa: E402
 from reinforge.tasks.task import Task  # noqa: E402
@@ -26,7 +26,7 @@ RECIPE = str(Path(__file__).parents[2] / "recipes" / "tictactoe-selfplay.yaml")
 
 
 def match(env_id: str, seed: int = 0, max_illegal_moves: int = 2, max_turns: int = 60):
-    return get_game(f"textarena:{env_id}").new_match(MatchRules(0.0, max_illegal_moves, max_turns), random.Random(seed))
+    return new_match(get_game(f"textarena:{env_id}"), MatchRules(0.0, max_illegal_moves, max_turns), random.Random(seed))
 
 
 def test_a_tictactoe_game_is_judged_and_scored_by_textarena() -> None:
