@@ -26,7 +26,7 @@ from pathlib import Path
 
 from reinforge.kernels.build import cache_dir
 from reinforge.models.errors import ModelLoadError
-from reinforge.models.model_source import Log, progress
+from reinforge.models.progress import Log, progress
 
 PIP_TIMEOUT_S = 1800  # a 100 MB wheel on a slow line; pip's own socket timeout catches a dead one sooner
 

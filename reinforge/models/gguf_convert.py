@@ -25,7 +25,7 @@ from pathlib import Path
 
 from reinforge.kernels.build import cache_dir
 from reinforge.models.errors import ModelLoadError
-from reinforge.models.model_source import Log, progress
+from reinforge.models.progress import Log, progress
 
 SOURCE_RECORD = "reinforge_source.json"  # where the directory came from, for a reader who wonders
 

@@ -18,12 +18,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from reinforge.models.errors import ModelLoadError
+from reinforge.models.progress import Log, progress
 
 # What `from_pretrained` reads weights from (single file or shards with an index).
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -41,14 +40,6 @@ EXPECTED = (
     "expected a local Hugging Face model directory (written by `save_pretrained`: config.json, weights, "
     "tokenizer), a .gguf file, a Hub id (org/name), or a name `reinforge model fetch` knows ({known})"
 )
-
-Log = Callable[[str], None]
-
-
-def progress(message: str) -> None:
-    """Progress goes to stderr: stdout stays for what a command prints (a fetched directory, a YAML)."""
-    print(f"reinforge: {message}", file=sys.stderr, flush=True)
-
 
 def resolve_model_path(spec: str | os.PathLike[str], what: str = "--model", log: Log = progress) -> Path:
     """The local directory that `spec` names (see the module docstring for the forms), or a
