@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from reinforge.algos.advantages import register_advantage
+from reinforge.algos.advantages.registry import register_advantage
 from reinforge.algos.advantages.dr_mas import agent_group_keys
 from reinforge.algos.advantages.group_stats import OUTPUT_DTYPE, group_standardized, group_stats, masked_reverse_discounted_sum
 from reinforge.algos.advantages.turn_rloo import turn_returns

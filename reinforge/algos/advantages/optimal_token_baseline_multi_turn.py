@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from reinforge.algos.advantages import register_advantage
+from reinforge.algos.advantages.registry import register_advantage
 from reinforge.algos.advantages.group_stats import OUTPUT_DTYPE, token_metrics
 from reinforge.algos.advantages.optimal_token_baseline import grouped_baseline, token_returns_and_weights
 from reinforge.algos.types import AdvantageInputs, AdvantageOutput

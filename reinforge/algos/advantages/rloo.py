@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reinforge.algos.advantages import register_advantage
+from reinforge.algos.advantages.registry import register_advantage
 from reinforge.algos.advantages.group_stats import OUTPUT_DTYPE, group_centered, group_stats, sample_metrics
 from reinforge.algos.types import AdvantageInputs, AdvantageOutput
 
