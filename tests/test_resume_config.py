@@ -2,7 +2,7 @@
 
 The run continues in the directory named; a change the checkpoint would silently undo is refused
 even with --force, with the reason; every other forced change is accepted (and applied, see
-tests/runtime/test_resume_changes.py and test_exact_resume.py).
+tests/runtime/test_resume_changes.py and tests/run/test_exact_resume.py).
 """
 
 from __future__ import annotations
