@@ -29,11 +29,8 @@ ENTRY_LINE = re.compile(r"^  (\w+(?:/|\.py))(?:\s|$)")
 # from distributed/ray_engine.py into engines/; run/multi_policy.py and trainer/multi_policy_loop.py
 # are deleted when one loop serves several policies). Each entry must still be needed:
 # test_every_exception_is_still_needed fails once it is not, so the list empties itself.
-UPWARD_ELSEWHERE = {
-    ("reinforge.engines.vllm_engine", "reinforge.distributed.ray_engine"),
-    ("reinforge.engines.vllm_worker", "reinforge.distributed.ray_engine"),
-}
-CIRCLE_ELSEWHERE = {"reinforge.run.multi_policy"}  # pipeline <-> multi_policy, hidden in functions
+UPWARD_ELSEWHERE: set[tuple[str, str]] = set()
+CIRCLE_ELSEWHERE: set[str] = set()
 
 
 @dataclass(frozen=True)
