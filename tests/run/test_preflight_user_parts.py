@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from reinforge.algos import advantages
+from reinforge.algos.advantages import registry as advantage_registry
 from reinforge.config import ConfigError, load_config
 from reinforge.run.env_factory import build_env
 from reinforge.rewards.builtin import build_component
@@ -133,7 +134,7 @@ TASK_MODULE = """
 def project(user_project, monkeypatch):
     """The user's project with its parts."""
     # @register_advantage in a user module registers into the global table: undone after the test.
-    monkeypatch.setattr(advantages, "ADVANTAGE_ESTIMATORS", dict(advantages.ADVANTAGE_ESTIMATORS))
+    monkeypatch.setattr(advantage_registry, "ADVANTAGE_ESTIMATORS", dict(advantage_registry.ADVANTAGE_ESTIMATORS))
     user_project.write("user_parts.py", PARTS)
     user_project.write("user_task_module.py", TASK_MODULE)
     return user_project
