@@ -469,6 +469,10 @@ def _supervise(cmd: list[str], uid: int | None, stdin: bytes, timeout_s: float, 
         time.sleep(0.005)
     abnormal = proc.poll() is None
     if abnormal:
+        if polling and not budget_broken:
+            # a last census before the kill: an overflow or timeout can come between two polls,
+            # and the budget sees the process bound only in a census (RLIMIT_NPROC tells nobody)
+            bounds.poll(_processes_of(uid) if uid is not None else _descendants(proc.pid))
         _kill_all(proc, uid, bounds)
     proc.wait()
     for t in threads[1:]:

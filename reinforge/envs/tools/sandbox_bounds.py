@@ -26,7 +26,9 @@ mount's size and the processes by the polled PSS.
 
 The sandbox process joins the cgroup in `preexec_fn` (between fork and exec), so nothing of the
 call ever runs outside it. After the call, `hits()` names the bounds the call ran into
-(memory: an OOM kill or the budget; processes: fork refused at the limit).
+(memory: an OOM kill or the budget; processes: fork refused at the limit). The budget knows the
+process bound was hit only when a census (each poll, and one before a kill) found it full:
+RLIMIT_NPROC refuses forks without telling anyone.
 """
 
 from __future__ import annotations

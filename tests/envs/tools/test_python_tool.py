@@ -8,6 +8,7 @@ import time
 import pytest
 from deadlines import SHORT_PROGRAM_S
 
+from reinforge.envs.tools import sandbox_bounds
 from reinforge.envs.tools.calls import ToolCall, parse_compact
 from reinforge.envs.tools.execution import call_tool
 from reinforge.envs.tools.python_tool import NO_OUTPUT, python_tool
@@ -89,7 +90,12 @@ def test_limit_hits_are_named_in_the_error() -> None:
     result = run(registry, forks)
     assert not result.ok and "memory bound" in result.error, result.error
     bomb = run(registry, "import os, time\nfor _ in range(100):\n    os.fork()\n")
-    assert not bomb.ok and "process bound was reached" in bomb.error, bomb.error
+    assert not bomb.ok and bomb.error.startswith("PythonToolError: program failed"), bomb.error
+    if sandbox_bounds.detect()[0].kernel_enforced:  # a cgroup counts refused forks (pids.events)
+        assert "process bound was reached" in bomb.error, bomb.error
+    # the polled budget (no cgroup) names the bound only when a census of the call's processes
+    # found it full; RLIMIT_NPROC refuses forks silently, so a bomb that fills and drains between
+    # two censuses is reported by its own output alone (measured: 4 of 40 here)
     disk = run(registry, "open('f', 'wb').write(b'x' * (6 << 20))")
     assert not disk.ok and "No space left on device" in disk.error
 
