@@ -21,7 +21,7 @@ import threading
 import time
 
 from reinforge.envs.tools import sandbox_bounds
-from reinforge.envs.tools.sandbox import _children, _descendants, _processes_of as processes_of  # the sandbox's own walks
+from reinforge.envs.tools.sandbox_supervisor import _children, _descendants, _processes_of as processes_of  # the sandbox's own walks
 from reinforge.envs.tools.sandbox_bounds import _pss
 
 SHMEM_NOISE_MB = 48  # where Shmem is the measure: other processes on the machine move it too

@@ -22,7 +22,7 @@ import pytest
 from deadlines import SHORT_PROGRAM_S
 from sandbox_host import HostWatch, processes_of
 
-from reinforge.envs.tools import sandbox, sandbox_bounds
+from reinforge.envs.tools import sandbox, sandbox_bounds, sandbox_supervisor
 from reinforge.envs.tools.sandbox import SandboxUnavailableError, run_python
 
 MEMORY_MB, DISK_MB = 96, 16  # small limits: attacks hit them fast
@@ -458,13 +458,13 @@ def test_stderr_flood_is_truncated() -> None:
 def test_missing_bubblewrap_fails_closed(monkeypatch) -> None:
     real_which = sandbox.shutil.which
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
-    monkeypatch.setattr(sandbox.subprocess, "Popen", lambda *a, **k: pytest.fail("ran without bwrap"))
+    monkeypatch.setattr(sandbox_supervisor.subprocess, "Popen", lambda *a, **k: pytest.fail("ran without bwrap"))
     with pytest.raises(SandboxUnavailableError, match="bubblewrap"):
         run_python("print('hi')")
 
 
 def test_unknown_architecture_fails_closed(monkeypatch) -> None:
     monkeypatch.setattr(sandbox.seccomp.platform, "machine", lambda: "riscv64")
-    monkeypatch.setattr(sandbox.subprocess, "Popen", lambda *a, **k: pytest.fail("ran without a syscall filter"))
+    monkeypatch.setattr(sandbox_supervisor.subprocess, "Popen", lambda *a, **k: pytest.fail("ran without a syscall filter"))
     with pytest.raises(SandboxUnavailableError, match="riscv64"):
         run_python("print('hi')")

@@ -26,7 +26,7 @@ import pytest
 from deadlines import PROCESS_START_S, SHORT_PROGRAM_S
 from sandbox_host import SHMEM_NOISE_MB, HostWatch, descendants
 
-from reinforge.envs.tools import sandbox, sandbox_bounds, sandbox_leftovers
+from reinforge.envs.tools import sandbox, sandbox_bounds, sandbox_leftovers, sandbox_supervisor
 from reinforge.envs.tools.sandbox import SandboxUnavailableError, run_python, tmpfs_options
 
 MEMORY_MB, DISK_MB = 96, 16
@@ -282,14 +282,14 @@ def test_the_budget_is_refused_unless_accepted(monkeypatch) -> None:
     monkeypatch.setattr(sandbox_bounds, "detect", lambda: (sandbox_bounds.CallBounds, ()))
     monkeypatch.delenv(sandbox_bounds.BUDGET_OPT_IN, raising=False)
     real_popen = subprocess.Popen
-    monkeypatch.setattr(sandbox.subprocess, "Popen", lambda *a, **k: pytest.fail("ran under the budget unasked"))
+    monkeypatch.setattr(sandbox_supervisor.subprocess, "Popen", lambda *a, **k: pytest.fail("ran under the budget unasked"))
     for start in (sandbox.check_sandbox, lambda: run_python("print(1)")):
         with pytest.raises(SandboxUnavailableError, match=f"no cgroup.*set {sandbox_bounds.BUDGET_OPT_IN}=1"):
             start()
     from reinforge.envs.tools.python_tool import python_tool
     with pytest.raises(SandboxUnavailableError, match=sandbox_bounds.BUDGET_OPT_IN):
         python_tool()  # a run using the tool fails when it is built, before any model is loaded
-    monkeypatch.setattr(sandbox.subprocess, "Popen", real_popen)
+    monkeypatch.setattr(sandbox_supervisor.subprocess, "Popen", real_popen)
     monkeypatch.setenv(sandbox_bounds.BUDGET_OPT_IN, "1")
     r = run_python("print(1)")
     assert r.ok and r.bounds.startswith("budget")
