@@ -23,6 +23,10 @@ def test_the_supported_settings_pass():
     preflight(load_config("default", [*PCL, ONE_REWARD, "algo.advantage=v05_prior"]))
     preflight(load_config("default", ["prompt_value.curriculum=dump"]))
     preflight(load_config("default", ["prompt_value.curriculum=dump", "algo.dynamic_sampling=true"]))  # no model to starve
+    # Versioned draws and outcomes learned when they arrive (reinforge.values.curriculum_sampler), dropped groups included.
+    for schedule in (["trainer.schedule=async"], ["trainer.partial_rollouts=true"], ["algo.dynamic_sampling=true"]):
+        preflight(load_config("default", [*PCL, *schedule, "algo.tis_cap=2.0"]))
+    preflight(load_config("default", ["prompt_value.curriculum=dump", "trainer.schedule=async", "algo.tis_cap=2.0"]))
 
 
 @pytest.mark.parametrize(
@@ -30,10 +34,8 @@ def test_the_supported_settings_pass():
     [
         (["algo.advantage=v05_prior", ONE_REWARD], "set prompt_value.enabled=true"),
         (["prompt_value.curriculum=pcl"], "scores candidate prompts with the prompt-value model"),
-        ([*PCL, "trainer.schedule=async"], "with trainer.schedule=async: the curriculum draws each step's prompts"),
-        ([*PCL, "trainer.partial_rollouts=true"], "with trainer.partial_rollouts=true: the curriculum draws"),
-        (["prompt_value.curriculum=dump", "trainer.schedule=async"], "prompt_value.curriculum=dump with trainer.schedule=async"),
-        ([*PCL, "algo.dynamic_sampling=true"], "drops the groups whose rewards are all equal"),
+        # under async the producer featurizes with its own in-process engine's copy of the sampling weights
+        ([*PCL, "trainer.schedule=async", "algo.tis_cap=2.0", "workers.workers=1"], "reads the sampling weights' prompt states"),
         ([*PCL, "prompt_value.component=nope"], "prompt_value.component='nope' is not a reward component"),
         ([*PCL, "algo.advantage=v05_prior"], "one 0/1 reward component"),  # the default recipe adds a format bonus
     ],
