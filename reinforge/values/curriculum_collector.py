@@ -15,19 +15,13 @@ from reinforge.values.curriculum_sampler import CurriculumSampler
 
 
 class CurriculumCollector:
+    """Outermost in the loop's chain (around the value heads' collector, which sets the pruning hook on its own inner one)."""
+
     def __init__(self, inner, sampler: CurriculumSampler, lag: int, first_step: int):
         """`lag`: the schedule's L (step s samples with the weights of step s-1-L); 0 is the sync path."""
         self.inner, self.sampler, self.versioned = inner, sampler, lag > 0
         if self.versioned:
             sampler.start_versions(first_step - 1)  # the weights the run (or its resumed part) starts from
-
-    @property
-    def decode_hook(self):  # rollout pruning sets it on the group collector, wherever it sits in the chain
-        return self.inner.decode_hook
-
-    @decode_hook.setter
-    def decode_hook(self, hook) -> None:
-        self.inner.decode_hook = hook
 
     def collect(self, engine, step: int, weights_index: int):
         self.sampler.draw_index = weights_index

@@ -108,3 +108,23 @@ def test_a_versioned_draw_predicts_with_the_version_of_its_weights_step() -> Non
     assert queued == expected.tolist()
     assert not torch.equal(live.value.predict(featurize(probe))[0], at_one.predict(featurize(probe))[0])  # it did train on
     assert sorted(live.versions) == [1, 2]  # versions older than the one drawn with are gone
+
+
+def test_a_versioned_dump_draw_weighs_distributions_by_its_versions_learnability() -> None:
+    """DUMP under async: the producer's draw reads the learnability windows as version t left them,
+    not the ones the learner's thread has appended to since."""
+    cfg = PromptValueConfig(curriculum="dump", dump_key="digits", dump_c=0.01)
+    s = CurriculumSampler(TASKS, seed=0, cfg=cfg, featurize=None, embed_dim=None)
+    s.start_versions(0)
+    s.draw_index = 0
+    batch = s.next_batch(4)  # both distributions drawn: no infinite bound left
+    s.take_draw_metrics()
+    ones = trajectories(batch, {t.id: 2 for t in TASKS})
+    s.observe(ones, {t.group_id: (1.0 if batch[t.group_id].metadata["digits"] == 1 else 0.0) for t in ones}, step=1)
+    at_one = s.bandit.windows_copy()
+    s.observe(ones, {t.group_id: (0.0 if batch[t.group_id].metadata["digits"] == 1 else 5.0) for t in ones}, step=2)
+    s.draw_index = 1
+    s.next_batch(1)
+    drawn = s.take_draw_metrics()
+    assert [drawn["dump/prob/1"], drawn["dump/prob/2"]] == s.bandit.probabilities(at_one)
+    assert drawn["dump/prob/1"] > 0.5 > s.bandit.probabilities()[0]  # version 1 favours digits=1; the live windows no longer do
