@@ -54,6 +54,14 @@ def test_a_pool_larger_than_the_training_set_is_refused():
         check_curriculum_tasks(cfg, tasks(20, lambda i: {}))
 
 
+def test_partial_rollouts_draw_a_pool_for_every_group_in_flight():
+    # 8 prompts, 12 groups in flight at the first step: 48 candidates, more than 40 tasks (32 would fit)
+    cfg = load_config("default", [*PCL, "rollout.prompts_per_step=8", "prompt_value.pool_factor=4", "trainer.partial_rollouts=true"])
+    with pytest.raises(ConfigError, match="= 48 candidates per step, but there are only 40 training tasks"):
+        check_curriculum_tasks(cfg, tasks(40, lambda i: {}))
+    check_curriculum_tasks(cfg, tasks(48, lambda i: {}))
+
+
 def test_dump_needs_a_metadata_key_with_several_values():
     cfg = load_config("default", ["prompt_value.curriculum=dump", "prompt_value.dump_key=digits"])
     with pytest.raises(ConfigError, match="task 0 has no such metadata key"):
