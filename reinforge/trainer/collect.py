@@ -5,6 +5,8 @@ zero group-relative advantage and only dilutes the batch, so such groups are dro
 tasks are sampled until `prompts_per_step` informative groups are in hand, for at most
 `max_rounds` rollout rounds. If the cap is hit the step trains on the groups it has (never on
 none: a step with no informative group keeps the last round's groups, whose advantages are 0).
+The dropped groups come back beside the kept ones (`Collected.dropped`): left out of the loss, their
+outcomes still train the prompt-value model (reinforge.values.curriculum_sampler).
 """
 
 from __future__ import annotations
