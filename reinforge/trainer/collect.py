@@ -5,6 +5,8 @@ zero group-relative advantage and only dilutes the batch, so such groups are dro
 tasks are sampled until `prompts_per_step` informative groups are in hand, for at most
 `max_rounds` rollout rounds. If the cap is hit the step trains on the groups it has (never on
 none: a step with no informative group keeps the last round's groups, whose advantages are 0).
+The dropped groups come back beside the kept ones (`Collected.dropped`): left out of the loss, their
+outcomes still train the prompt-value model (reinforge.values.curriculum_sampler).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Collected:
     rollout_seconds: float
     reward_seconds: float
     pruned: list[Trajectory] = field(default_factory=list)  # stopped by rollout pruning: not scored, not trained
+    dropped: list[Trajectory] = field(default_factory=list)  # scored groups dynamic sampling left out of the step
 
 
 def informative_groups(trajectories: list[Trajectory]) -> list[list[Trajectory]]:
@@ -95,6 +98,7 @@ def collect_groups(
     rounds, next_group = 0, 0
     sampled_tokens = zero_variance_groups = 0  # over every round, the groups dynamic sampling dropped included
     pruned: list[Trajectory] = []
+    scored: list[Trajectory] = []  # every round's, for the groups dynamic sampling drops
     while True:
         rounds += 1
         needed = prompts - count_groups(kept)
@@ -124,6 +128,7 @@ def collect_groups(
         if not dynamic_sampling:
             kept = trajectories
             break
+        scored += trajectories
         # A group with a failed reward would be dropped from the loss (reward.on_error=drop): it
         # does not count as informative, or the step would train on fewer groups than it needs.
         dropping = getattr(scorer, "on_error", "fallback") == "drop"
@@ -136,8 +141,10 @@ def collect_groups(
                 kept = trajectories
             break
     kept = first_groups(kept, prompts)
+    kept_groups = {t.group_id for t in kept}
+    dropped = [t for t in scored if t.group_id not in kept_groups]  # (a prompt-value model learns from them too)
     metrics = {
         **metrics, "sampling_rounds": float(rounds), "train_groups": float(count_groups(kept)),
         "sampled_tokens": float(sampled_tokens), "sampled_zero_variance_group_frac": zero_variance_groups / next_group,
     }
-    return Collected(kept, tasks, metrics, rounds, rollout_s, reward_s, pruned)
+    return Collected(kept, tasks, metrics, rounds, rollout_s, reward_s, pruned, dropped)

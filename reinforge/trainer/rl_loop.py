@@ -42,7 +42,7 @@ from reinforge.trainer.health import STAGE as HEALTH_STAGE, HealthMonitor, annou
 from reinforge.trainer.advantage_step import has_active_dropout, prepare_batch
 from reinforge.runtime.resume_changes import reward_spec, scorer_state_for
 from reinforge.trainer.reward_failures import drop_failed_samples
-from reinforge.trainer.rollout_schedule import make_schedule, staleness_metrics
+from reinforge.trainer.rollout_schedule import make_schedule, schedule_lag, staleness_metrics
 from reinforge.evals.evaluation import evaluate
 from reinforge.runtime.graceful_stop import GracefulStop
 from reinforge.runtime.run_errors import RunInterrupted
@@ -52,6 +52,7 @@ from reinforge.trainer.kl_coefficient import StepKLCoefficient
 from reinforge.learner.policy_objective import adaptive_entropy_coef, make_policy_objective
 from reinforge.tasks.task_sampler import TaskSampler
 from reinforge.trainer.zero_reward import zero_reward_warning
+from reinforge.values.curriculum_collector import CurriculumCollector
 from reinforge.values.curriculum_sampler import CurriculumSampler, group_abs_advantages, make_task_sampler
 from reinforge.values.value_heads import ValueHeadsCollector, build_value_heads
 
@@ -219,6 +220,8 @@ def run_rl(
     )
     if heads is not None:  # under async it runs on the producer thread, beside the weights that sampled
         schedule.collector = ValueHeadsCollector(schedule.collector, heads, cfg.rollout.group_size)
+    if isinstance(sampler, CurriculumSampler):  # draws pinned to the sampling weights' version (async: the producer's)
+        schedule.collector = CurriculumCollector(schedule.collector, sampler, schedule_lag(cfg), first_step)
     if resume_state is not None:
         schedule.load_state_dict(resume_state.get("schedule"))
     updates_per_step = algo.epochs * algo.mini_batches
@@ -278,7 +281,8 @@ def run_rl(
                     objective.kl_coefficient.mark(batch)
                 if isinstance(sampler, CurriculumSampler):  # every group's outcome trains the value model (before the update)
                     abs_advantages = group_abs_advantages(trained, batch.advantages, batch.loss_mask) if trained else None
-                    value_metrics = sampler.observe(trajectories, abs_advantages)
+                    # ... the groups dynamic sampling dropped included (the model must see the easy and hopeless ones)
+                    value_metrics = sampler.observe(trajectories + collected.dropped, abs_advantages, step=step)
                 if trained and algo.pf_ppo is not None:  # the update trains on rows re-drawn by reward
                     batch, pf_metrics = pf_ppo_batch(batch, trained, algo, policy.shuffle)
                     prepare_metrics.update(pf_metrics)

@@ -4,7 +4,9 @@ needs), and the one check of a run's config against those declarations, before c
 A feature that does not support something says why in `refusals`: the reason is the message. The
 value heads (success head, turn progress) train only on the newest policy version's samples
 (`reinforge.values.value_heads.newest_samples`), which is what lets them run under the async
-schedule and partial rollouts.
+schedule and partial rollouts. The prompt-value model and its curricula draw with a versioned copy
+of themselves and learn from every group's outcome when it arrives
+(`reinforge.values.curriculum_sampler`), which is what lets them run with both and with dynamic sampling.
 """
 
 from __future__ import annotations
@@ -32,27 +34,19 @@ class ValueFeatureSpec:
     refusals: dict[str, str] = field(default_factory=dict)  # capability -> why not (and what to set)
 
 
-PROMPT_VALUE_ASYNC = (
-    "the curriculum draws each step's prompts with the value model that the learner's thread trains on the last outcomes; "
-    "an async producer or a partial group drawn steps ago would draw with a model out of step (not built): use trainer.schedule=sync "
-    "and trainer.partial_rollouts=false"
-)
-
 SPECS = {
+    # Async, partial rollouts, dynamic sampling: the curriculum draws with a versioned copy of itself (the
+    # sampling weights' step) and learns from every group whenever its outcome arrives, the groups dynamic
+    # sampling drops included (reinforge.values.curriculum_sampler).
     "prompt_value": ValueFeatureSpec(
         "prompt_value.enabled=true", "one prompt, one outcome per episode", only_envs=ONE_OUTCOME_ENVS,
-        async_schedule=False, partial=False, dynamic_sampling=False,
-        refusals={
-            "async": PROMPT_VALUE_ASYNC, "partial": PROMPT_VALUE_ASYNC,
-            # A genuine conflict: dynamic sampling removes exactly the outcomes the model must learn.
-            "dynamic_sampling": "it learns from every group's outcome, and algo.dynamic_sampling=true drops the groups whose rewards "
-            "are all equal before the loop sees them (the value model would learn that no prompt is easy or hopeless); "
-            "use prompt_value.curriculum=pcl instead of dynamic sampling, or disable one of them",
-        },
+        # Async: the producer featurizes its prompts with the weights that sample them, its own in-process engine's.
+        async_in_process=True,
+        refusals={"engine": "under trainer.schedule=async it reads the sampling weights' prompt states from the in-process "
+                  "PyTorch engine: use engine.type=torch and workers.workers=0, or trainer.schedule=sync"},
     ),
     "curriculum": ValueFeatureSpec(
         "prompt_value.curriculum", "one prompt, one outcome per episode", only_envs=ONE_OUTCOME_ENVS,
-        async_schedule=False, partial=False, refusals={"async": PROMPT_VALUE_ASYNC, "partial": PROMPT_VALUE_ASYNC},
     ),
     "success_head": ValueFeatureSpec(
         # Multi-turn: the head reads the final turn's response (the one the verifier checks).

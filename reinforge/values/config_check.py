@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from reinforge.config import Config, ConfigError
 from reinforge.tasks.task import TaskSplits
 from reinforge.values.capabilities import check_value_capabilities
@@ -32,10 +34,14 @@ def check_curriculum_tasks(cfg: Config, tasks: TaskSplits) -> None:
     """After the tasks are loaded, before any model: the pool and the distributions exist."""
     pv = cfg.prompt_value
     if pv.curriculum == "pcl":
-        pool = pv.pool_factor * cfg.rollout.prompts_per_step
+        prompts = cfg.rollout.prompts_per_step
+        drawn, what = prompts, "rollout.prompts_per_step"
+        if cfg.trainer.partial_rollouts:  # the first step draws every group it keeps in flight
+            drawn, what = max(prompts, math.ceil(cfg.trainer.overprovision * prompts)), "the groups in flight (trainer.overprovision x rollout.prompts_per_step)"
+        pool = pv.pool_factor * drawn
         if pool > len(tasks.train):
             raise ConfigError(
-                f"prompt_value.pool_factor x rollout.prompts_per_step = {pool} candidates per step, but there are only "
+                f"prompt_value.pool_factor x {what} = {pool} candidates per step, but there are only "
                 f"{len(tasks.train)} training tasks; lower prompt_value.pool_factor"
             )
     if pv.curriculum == "dump":

@@ -51,18 +51,24 @@ class DistributionBandit:
         self.counts = dict.fromkeys(names, 0)
         self.rng = random.Random(seed)
 
-    def learnability(self) -> list[float]:
-        return [sum(w) / len(w) if w else 0.0 for w in self.windows.values()]
+    def learnability(self, windows: dict[str, list[float]] | None = None) -> list[float]:
+        windows = self.windows if windows is None else windows
+        return [sum(w) / len(w) if w else 0.0 for w in (windows[name] for name in self.names)]
 
-    def probabilities(self) -> list[float]:
-        return sampling_probabilities(ucb_scores(self.learnability(), list(self.counts.values()), self.c), self.temperature)
+    def probabilities(self, windows: dict[str, list[float]] | None = None) -> list[float]:
+        return sampling_probabilities(ucb_scores(self.learnability(windows), list(self.counts.values()), self.c), self.temperature)
 
-    def draw(self, size: int) -> list[str]:
-        """The distribution of each of `size` prompts. Counts grow as prompts are drawn, so a batch
-        spreads over the unvisited distributions instead of taking one of them `size` times."""
+    def windows_copy(self) -> dict[str, list[float]]:
+        """The learnability windows as they are now, for draws made while `observe` goes on (the async producer)."""
+        return {name: list(w) for name, w in self.windows.items()}
+
+    def draw(self, size: int, windows: dict[str, list[float]] | None = None) -> list[str]:
+        """The distribution of each of `size` prompts (by `windows`, a copy, when given). Counts grow as
+        prompts are drawn, so a batch spreads over the unvisited distributions instead of taking one of
+        them `size` times."""
         chosen = []
         for _ in range(size):
-            name = self.rng.choices(self.names, weights=self.probabilities())[0]
+            name = self.rng.choices(self.names, weights=self.probabilities(windows))[0]
             self.counts[name] += 1
             chosen.append(name)
         return chosen

@@ -23,6 +23,7 @@ stored as it was when its prediction was made, so training never sees its own ou
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import deque
 
@@ -131,6 +132,27 @@ class PromptValueModel:
         sizes = torch.tensor([m[3] for m in self.memory], dtype=torch.float64)
         excess = (rates - predicted).pow(2).mean() - (predicted * (1 - predicted) / sizes).mean()
         return max(floor, excess.item())
+
+    def snapshot(self) -> PromptValueModel:
+        """A frozen copy that predicts exactly as this model does now (its net and its memory of recent
+        results), for a thread that draws prompts while this one goes on training (the async producer).
+        It has no replay buffer or optimizer: it is never trained."""
+        twin = copy.copy(self)
+        twin.net = copy.deepcopy(self.net)
+        twin.memory = deque(self.memory, maxlen=self.memory.maxlen)  # entries are never changed in place: shared
+        twin.buffer, twin.optimizer, twin.generator = deque(maxlen=0), None, None
+        return twin
+
+    def snapshot_state(self) -> dict:
+        """What a snapshot predicts with (a checkpoint's copy of it)."""
+        return {"net": copy.deepcopy(self.net.state_dict()), "memory": list(self.memory)}
+
+    def snapshot_from_state(self, state: dict) -> PromptValueModel:
+        twin = self.snapshot()
+        twin.net.load_state_dict(state["net"])
+        twin.memory.clear()
+        twin.memory.extend(state["memory"])
+        return twin
 
     def state_dict(self) -> dict:
         return {

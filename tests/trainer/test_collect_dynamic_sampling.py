@@ -11,7 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
+import torch
 
+from reinforge.config import PromptValueConfig
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.envs.single_turn import SingleTurnEnv
@@ -19,6 +21,7 @@ from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.tasks.task import Task
 from reinforge.trainer.collect import collect_groups, informative_groups
 from reinforge.tasks.task_sampler import TaskSampler
+from reinforge.values.curriculum_sampler import CurriculumSampler
 
 TEXTS = ["1+2=", "35+7=", "123+456=", "9=", "80+801=", "4+4="]
 PROMPTS, GROUP = 4, 8
@@ -207,3 +210,26 @@ def test_a_group_with_a_failed_reward_is_not_kept_as_informative_when_failures_a
     assert any(t.task_id == "t4" and t.reward_failures for t in sampled)  # t4 was drawn and failed
     assert not any(t.reward_failures for t in out.trajectories), "a group the loss will drop was kept"
     assert all(is_informative(g) for g in groups_of(out.trajectories).values())
+
+
+def test_the_groups_dynamic_sampling_drops_come_back_and_train_the_prompt_value_model(setup, make_scorer) -> None:
+    """A prompt-value model must learn from every group's outcome (reinforge.values.curriculum_sampler):
+    `Collected.dropped` holds every scored group the step left out, and observing the kept and the
+    dropped groups puts every drawn group's outcome into its buffer, the solved (all-equal) ones too."""
+    engine, env, params = setup
+    scorer = make_scorer(SOLVED)
+    tasks = make_tasks()
+    sampler = CurriculumSampler(
+        tasks, seed=0, cfg=PromptValueConfig(enabled=True, updates_per_step=2),
+        featurize=lambda batch: torch.tensor([[float(t.id[1:]), 1.0] for t in batch], dtype=torch.float64), embed_dim=2,
+    )
+    out = collect_groups(engine, env, scorer, sampler, PROMPTS, GROUP, params, seed=3, dynamic_sampling=True, max_rounds=3)
+    sampled = groups_of([t for trajectories, _ in scorer.calls for t in trajectories])
+    kept, dropped = groups_of(out.trajectories), groups_of(out.dropped)
+    assert dropped and not set(kept) & set(dropped) and set(kept) | set(dropped) == set(sampled)
+    assert any(g[0].task_id in SOLVED for g in dropped.values())  # the all-equal groups among them
+    metrics = sampler.observe(out.trajectories + out.dropped, step=1)
+    assert metrics["value/groups_observed"] == len(sampled) == len(sampler.value.buffer)
+    assert not sampler.pending  # every prediction made before sampling met its outcome
+    solved_rates = [rate for _, _, rate, _ in sampler.value.buffer if rate == 1.0]
+    assert len(solved_rates) == sum(g[0].task_id in SOLVED for g in sampled.values())

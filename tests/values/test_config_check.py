@@ -23,6 +23,10 @@ def test_the_supported_settings_pass():
     preflight(load_config("default", [*PCL, ONE_REWARD, "algo.advantage=v05_prior"]))
     preflight(load_config("default", ["prompt_value.curriculum=dump"]))
     preflight(load_config("default", ["prompt_value.curriculum=dump", "algo.dynamic_sampling=true"]))  # no model to starve
+    # Versioned draws and outcomes learned when they arrive (reinforge.values.curriculum_sampler), dropped groups included.
+    for schedule in (["trainer.schedule=async"], ["trainer.partial_rollouts=true"], ["algo.dynamic_sampling=true"]):
+        preflight(load_config("default", [*PCL, *schedule, "algo.tis_cap=2.0"]))
+    preflight(load_config("default", ["prompt_value.curriculum=dump", "trainer.schedule=async", "algo.tis_cap=2.0"]))
 
 
 @pytest.mark.parametrize(
@@ -30,10 +34,8 @@ def test_the_supported_settings_pass():
     [
         (["algo.advantage=v05_prior", ONE_REWARD], "set prompt_value.enabled=true"),
         (["prompt_value.curriculum=pcl"], "scores candidate prompts with the prompt-value model"),
-        ([*PCL, "trainer.schedule=async"], "with trainer.schedule=async: the curriculum draws each step's prompts"),
-        ([*PCL, "trainer.partial_rollouts=true"], "with trainer.partial_rollouts=true: the curriculum draws"),
-        (["prompt_value.curriculum=dump", "trainer.schedule=async"], "prompt_value.curriculum=dump with trainer.schedule=async"),
-        ([*PCL, "algo.dynamic_sampling=true"], "drops the groups whose rewards are all equal"),
+        # under async the producer featurizes with its own in-process engine's copy of the sampling weights
+        ([*PCL, "trainer.schedule=async", "algo.tis_cap=2.0", "workers.workers=1"], "reads the sampling weights' prompt states"),
         ([*PCL, "prompt_value.component=nope"], "prompt_value.component='nope' is not a reward component"),
         ([*PCL, "algo.advantage=v05_prior"], "one 0/1 reward component"),  # the default recipe adds a format bonus
     ],
@@ -50,6 +52,14 @@ def test_a_pool_larger_than_the_training_set_is_refused():
     cfg = load_config("default", [*PCL, "rollout.prompts_per_step=8", "prompt_value.pool_factor=4"])
     with pytest.raises(ConfigError, match="32 candidates per step, but there are only 20 training tasks"):
         check_curriculum_tasks(cfg, tasks(20, lambda i: {}))
+
+
+def test_partial_rollouts_draw_a_pool_for_every_group_in_flight():
+    # 8 prompts, 12 groups in flight at the first step: 48 candidates, more than 40 tasks (32 would fit)
+    cfg = load_config("default", [*PCL, "rollout.prompts_per_step=8", "prompt_value.pool_factor=4", "trainer.partial_rollouts=true"])
+    with pytest.raises(ConfigError, match="= 48 candidates per step, but there are only 40 training tasks"):
+        check_curriculum_tasks(cfg, tasks(40, lambda i: {}))
+    check_curriculum_tasks(cfg, tasks(48, lambda i: {}))
 
 
 def test_dump_needs_a_metadata_key_with_several_values():

@@ -52,7 +52,7 @@ def test_pcl_samples_the_pool_members_predicted_nearest_the_target():
     batch = s.next_batch(4)
     pool_predictions = s.draw_metrics["value/pool_pred_mean"]
     assert len(batch) == 4 and len(s.pending) == 4
-    chosen = torch.tensor([s.pending[t.id][2] for t in batch])
+    chosen = torch.tensor([s.pending[t.id][0][2] for t in batch])
     assert s.draw_metrics["value/selected_pred_mean"] == pytest.approx(chosen.mean().item())
     assert isinstance(pool_predictions, float)
 
