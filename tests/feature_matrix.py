@@ -52,7 +52,8 @@ FEATURES = (
     Feature("dynamic sampling", None, ("algo.dynamic_sampling=true",)),
     Feature("prompt-value curriculum", None, ("prompt_value.enabled=true", "prompt_value.curriculum=pcl")),
     Feature("success head pruning", None, ("success_head.enabled=true", "success_head.prune=true")),
-    Feature("turn progress (SPA)", (TOOLS,), ("progress.enabled=true", "algo.advantage=turn_rloo")),
+    # SPA-RL (Wang et al. 2025) trains the policy with PPO on the per-step progress rewards: a critic and gae.
+    Feature("turn progress (SPA)", (TOOLS,), ("progress.enabled=true", "critic.enabled=true", "algo.advantage=gae")),
     Feature("reference reset", None, ("algo.kl_coef=0.01", "algo.ref_reset_every=10")),
 )
 

@@ -44,7 +44,7 @@ class ModelConfig(Section):
     lora: LoraConfig | None = Field(
         None,
         description="RL trains LoRA adapters only (the supervised warm-up stays full-parameter); the reference is the base with "
-        "adapters disabled, the engine samples from merged weights, checkpoints hold the adapter, final/ the merged model "
+        "adapters disabled (after an algo.ref_reset_every reset, the base plus a copy of the adapters), the engine samples from merged weights, checkpoints hold the adapter, final/ the merged model "
         "(and the adapter in final/adapter). None: full fine-tuning. On the command line: model.lora.r=8.",
     )
     device: str = Field(

@@ -10,7 +10,9 @@ What the rest of reinforge sees:
 - the learner trains a `peft.PeftModel`; its optimizer holds the adapters only (the frozen W have
   `requires_grad=False`, see `trainable_parameters`);
 - the reference model is the same model with the adapters disabled (`peft`'s `disable_adapter()`),
-  i.e. the frozen base: no second copy of the weights (reinforge.learner.reference);
+  i.e. the frozen base: no second copy of the weights (reinforge.learner.reference); reset to the
+  current policy (algo.ref_reset_every), it keeps a frozen copy of the adapter tensors only
+  (`adapter_tensors`, a few MB) and runs its forward with them swapped in (`adapters_swapped`);
 - engines sample from merged weights W + s * B @ A in a plain model of the base architecture
   (`merged_state_dict`, computed without touching the trained adapter, and `inference_copy`);
 - checkpoints save the adapter only, with the base's SHA-256 so a resume on another base is refused;
@@ -22,6 +24,7 @@ only be a `PeftModel` once peft has been imported, so code paths without LoRA ne
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import importlib.util
@@ -101,6 +104,33 @@ def apply_lora(model: PreTrainedModel, lora: LoraConfig, seed: int = 0):
         warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
         torch.manual_seed(seed)
         return peft.get_peft_model(model, config)
+
+
+def adapter_tensors(model) -> dict[str, torch.Tensor]:
+    """A detached copy of a LoRA model's adapter tensors (A and B of every adapted layer): the
+    policy of this moment, given its frozen base, for a few MB instead of a copy of the model."""
+    return {name: p.detach().clone() for name, p in model.named_parameters() if ".lora_" in name}
+
+
+@contextlib.contextmanager
+def adapters_swapped(model, tensors: dict[str, torch.Tensor]):
+    """`model` computing with `tensors` (from `adapter_tensors`) in place of its own adapters; its
+    own are put back bit for bit on exit. In place, so that every forward path (packed, chunked)
+    runs unchanged; the caller holds the model for the duration (no optimizer step, no weight sync)."""
+    params = dict(model.named_parameters())
+    unknown = sorted(set(tensors) - set(params))
+    if unknown or len(tensors) != sum(".lora_" in name for name in params):
+        raise ValueError(f"the adapter copy does not match the model's adapters (unknown: {unknown[:3]}): was it taken from this model?")
+    live = {name: params[name].detach().clone() for name in tensors}
+    try:
+        with torch.no_grad():
+            for name, t in tensors.items():
+                params[name].copy_(t)
+        yield model
+    finally:
+        with torch.no_grad():
+            for name, t in live.items():
+                params[name].copy_(t)
 
 
 def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:

@@ -9,7 +9,9 @@ once, counted on the meta device; T = trainable weights, P or the LoRA adapters'
       weights          4 P            (loaded float32; bf16 autocast keeps float32 weights)
       AdamW state      2 x 4 T        (exp_avg, exp_avg_sq, float32)
       reference        4 P            when a reference is loaded (algo.kl_coef > 0 or algo.ace_alpha > 0)
-                                      and the policy is not LoRA (whose reference is its base, no copy)
+                                      and the policy is not LoRA (whose reference is its base, no copy;
+                                      after an algo.ref_reset_every reset, the base plus a copy of the
+                                      adapters: 4 T)
       engine copy      bytes(engine_dtype) P  TorchEngine's fused decoder copies every matrix ([in, out]
                                       layout; tied embeddings once): resident under the async
                                       schedule; the sync schedule releases it after each rollout, so
@@ -328,6 +330,8 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
         notes["AdamW state"] = f"LoRA r={lora.r}: {trainable:,} adapter weights"
     if (a.kl_coef > 0 or a.ace_alpha > 0) and lora is None:
         resident["reference model"] = 4 * p
+    elif (a.kl_coef > 0 or a.ace_alpha > 0) and a.ref_reset_every:  # LoRA: a copy of the adapters at each reset
+        resident["reference adapters"] = 4 * trainable
     sampling_copy = 0  # a weight copy held only while sampling (rollout, evaluation)
     if cfg.engine.type == "vllm" and cfg.workers.workers == 0:  # (with Ray workers vLLM runs in them)
         resident["engine copy"] = engine_bytes * p + (0 if on_gpu else int(cfg.engine.kv_cache_gib * GIB))

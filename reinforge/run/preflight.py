@@ -204,10 +204,12 @@ def check_lora(cfg: Config, model_config: dict | None) -> None:
         return
     if not lora.peft_available():
         raise ConfigError(f"model.lora is set but peft is not installed: {lora.INSTALL_HINT}, or set model.lora=null")
-    if cfg.algo.ref_reset_every:
+    if cfg.algo.ref_reset_every and cfg.algo.ref_mixup_alpha < 1:
+        # A reset copies the adapters (reinforge.learner.reference); a mix of two adapters is no adapter of that rank.
         raise ConfigError(
-            "algo.ref_reset_every with model.lora: the reference of a LoRA policy is its base with the adapters disabled "
-            "(no copy of the weights), which cannot be reset to the current policy; drop algo.ref_reset_every or model.lora"
+            f"algo.ref_mixup_alpha={cfg.algo.ref_mixup_alpha} with model.lora: a LoRA policy's reference is its base plus a copy "
+            "of the adapters, and alpha * B A + (1 - alpha) * B' A' is not an adapter of the same rank; use algo.ref_mixup_alpha=1.0 "
+            "(the hard reset) or drop model.lora"
         )
     if model_config is not None:
         from transformers import AutoConfig

@@ -24,7 +24,7 @@ from reinforge.learner.sum_pi_squared import logprobs_and_sum_pi_squared
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.trainer.episode_advantages import per_episode_advantages
 from reinforge.trainer.truncation_mask import truncated_rows
-from reinforge.trainer.turn_credit import turn_layout, void_turn_rows
+from reinforge.trainer.turn_credit import turn_end_token_rewards, turn_layout, void_turn_rows
 
 
 def update_forward_is_proximal(algo: AlgoConfig, learner: PolicyLearner) -> bool:
@@ -129,7 +129,7 @@ def prepare_batch(
     turns = turn_layout(trajectories, mask.shape[1], algo)
     if turns.rewards.any():
         metrics["turn_reward_mean"] = (turns.rewards.sum(1)).mean().item()
-        if not estimator.turn_level:  # episode-level estimators see the turn rewards summed in
+        if not (estimator.turn_level or estimator.needs_critic):  # episode-level estimators see the turn rewards summed in
             rewards = rewards + turns.rewards.sum(1)
     components = {name: torch.tensor([t.rewards[name] for t in trajectories]) for name in reward_weights}
 
@@ -171,6 +171,11 @@ def prepare_batch(
             token_rewards = -algo.kl_coef * kl
         else:
             rewards = rewards - algo.kl_coef * kl.sum(1).double()
+
+    if estimator.needs_critic and turns.rewards.any():
+        # gae: each turn's reward at its last sampled token (the mask is final here), beside the KL's.
+        at_turn_ends = turn_end_token_rewards(turns, mask)
+        token_rewards = at_turn_ends if token_rewards is None else token_rewards + at_turn_ends
 
     if algo.tis_cap is not None and proximal is not None:
         # Decoupled PPO: the ratio is taken against the learner's own (proximal) log-probs, and

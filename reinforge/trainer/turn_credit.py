@@ -4,8 +4,10 @@ The env's per-turn (process) rewards first get the configured fix against reward
 or Delta, `reinforge.rewards.shaping`; or `potential`, which reads them as potentials Phi of the
 state each turn reaches and pays gamma * Phi(s_k) - Phi(s_{k-1}), Phi(s_0) = 0), then G-RA
 gating on the episode's outcome. Turn-level
-estimators (turn_rloo) take them turn by turn; every other estimator gets their sum added to the
-episode's reward, so a per-turn reward is never silently ignored.
+estimators (turn_rloo) take them turn by turn; an estimator with a critic (gae) takes each at its
+turn's last sampled token, as PPO for multi-turn agents does (SPA-RL's PPO on per-step progress
+rewards), so the critic learns the per-turn returns; every other estimator gets their sum added to
+the episode's reward, so a per-turn reward is never silently ignored.
 """
 
 from __future__ import annotations
@@ -65,3 +67,23 @@ def turn_layout(trajectories: list[Trajectory], width: int, algo: AlgoConfig) ->
 def void_turn_rows(trajectories: list[Trajectory]) -> torch.Tensor:
     """[N] bool: episodes with a void turn (neither a tool call nor an answer), SimpleTIR's filter."""
     return torch.tensor([t.stats.get("void_turns", 0) > 0 for t in trajectories])
+
+
+def turn_end_token_rewards(layout: TurnLayout, mask: torch.Tensor) -> torch.Tensor:
+    """[N, T-1] float64: turn k's reward at the last sampled position (mask true) of turn k. A turn
+    left with no sampled position (masked by rollout correction) pays at the row's next sampled
+    position, the first step after it, or else at the row's last one, so no reward is dropped."""
+    out = torch.zeros(mask.shape, dtype=torch.float64)
+    for row in range(mask.shape[0]):
+        sampled = mask[row].nonzero().flatten()
+        if len(sampled) == 0:
+            continue  # a row out of the loss trains nothing
+        for k in range(int(layout.counts[row])):
+            positions = (layout.index[row] == k).nonzero().flatten()
+            if len(positions) == 0:
+                continue  # an episode without policy turns: its (zero) reward has no turn
+            start, end = positions[0], positions[-1]
+            inside, after = sampled[(sampled >= start) & (sampled <= end)], sampled[sampled > end]
+            at = inside[-1] if len(inside) else after[0] if len(after) else sampled[-1]
+            out[row, at] += layout.rewards[row, k]
+    return out

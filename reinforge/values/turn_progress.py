@@ -14,7 +14,9 @@ The residual spread evenly over the turns is ours: SPA's estimator only approxim
 outcome, and we want the outcome itself never to change with the estimator's error. An untrained
 estimator therefore gives every turn about R_i / n_i.
 
-How the increments reach the estimators (reinforge.trainer.turn_credit): turn_rloo's per-turn
+How the increments reach the estimators (reinforge.trainer.turn_credit): with gae and a critic (SPA-RL's
+own setup, PPO) each turn's reward is paid at its last sampled token and the outcome at the
+episode's last, so the rewards the critic learns from are exactly r_{i,k} at the end of turn k. turn_rloo's per-turn
 reward is R_{i,k} = (turn reward) + [k = n_i - 1] R_i, so the episode's turn rewards become
 (env's turn reward) + r_{i,k} - [k = n_i - 1] R_i, making R_{i,k} = r_{i,k} (plus the env's own):
 the return-to-go of turn k is the progress still to be made after the turns before it. Those

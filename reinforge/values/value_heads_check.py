@@ -33,10 +33,11 @@ def check_value_heads(cfg: Config) -> None:
                 "no pruning check would ever run; lower it"
             )
     if p.enabled:
-        if not get_estimator(cfg.algo.advantage).turn_level:
+        estimator = get_estimator(cfg.algo.advantage)
+        if not (estimator.turn_level or estimator.needs_critic):  # gae takes them at each turn's end (SPA-RL's PPO)
             raise ConfigError(
                 f"progress.enabled=true gives per-turn rewards that sum to the outcome, which changes nothing for the episode-level "
-                f"algo.advantage={cfg.algo.advantage}: use a turn-level estimator (turn_rloo)"
+                f"algo.advantage={cfg.algo.advantage}: use a turn-level estimator (turn_rloo) or gae with critic.enabled=true (SPA-RL's PPO)"
             )
         if cfg.algo.turn_reward_fix != "none" or cfg.algo.turn_reward_gate is not None:
             raise ConfigError(

@@ -37,6 +37,8 @@ def test_refused_with_the_reason(overrides: list[str], message: str) -> None:
 def test_supported_settings_pass() -> None:
     check_value_heads(load_config("default", [*PRUNE, "algo.dynamic_sampling=true"]))
     check_value_heads(load_config("default", ["progress.enabled=true", "env.type=tool", "algo.advantage=turn_rloo"]))
+    # SPA-RL's own setup: PPO with a critic, gae taking each turn's progress reward at its last token.
+    check_value_heads(load_config("default", ["progress.enabled=true", "env.type=tool", "critic.enabled=true", "algo.advantage=gae"]))
     check_value_heads(load_config("default"))
     # Lifted by the turn spans and the staleness filter (reinforge.values.capabilities):
     check_value_heads(load_config("default", ["success_head.enabled=true", "env.type=tool"]))

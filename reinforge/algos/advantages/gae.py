@@ -33,7 +33,9 @@ def generalized_advantage_estimates(inputs: AdvantageInputs) -> AdvantageOutput:
     then A is whitened over all sampled tokens of the batch: (A - mean) / (std + eps), unbiased
     std (as verl's masked_whiten). Source: Schulman et al., "High-Dimensional Continuous Control
     Using Generalized Advantage Estimation" (2016); the LLM setting (reward on the last token, KL
-    as per-token reward) follows Ouyang et al. (2022) and Ziegler et al. (2019).
+    as per-token reward) follows Ouyang et al. (2022) and Ziegler et al. (2019). A multi-turn
+    episode's per-turn rewards arrive in token_rewards at each turn's last sampled token
+    (reinforge.trainer.turn_credit): token rewards outside the mask are never read.
     """
     if inputs.values is None:
         raise ValueError("gae needs inputs.values: critic values V(s_t) [N, T] (the estimator needs_critic)")
