@@ -13,12 +13,11 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from float_bounds import logit_bound
 from reinforge.config import load_config
-from reinforge.learner.batch import collate
 from reinforge.run.pipeline import run_training
 from reinforge.trainer import rl_loop, rollout_schedule
 from run_records import copy_at_first_checkpoint, run_metrics
+from snapshot_logprobs import gap_under, sampled_rows
 
 RECIPE = str(Path(__file__).parents[2] / "recipes" / "describer-guesser.yaml")
 NAMES = ("describer", "guesser")
@@ -69,17 +68,10 @@ class SnapshotLog:
         return recording
 
 
-def max_gap(learner, batch, state: dict) -> torch.Tensor:
-    """|learner log-prob - behaviour log-prob| of each sampled token, under `state`'s weights."""
-    learner.model.load_state_dict(state)
-    logprobs = learner.logprobs(batch)
-    return (logprobs.double() - batch.old_logprobs.double()).abs()[batch.loss_mask]
-
-
 def test_two_policies_sample_async_with_their_own_snapshots_reproducibly_and_resume_exactly(tmp_path: Path, monkeypatch) -> None:
     log = SnapshotLog()
     checked: dict[str, list[int]] = {name: [] for name in NAMES}  # steps at which each policy's seats were checked
-    sampled = dict.fromkeys(NAMES, 0)  # steps at which its seats' sampled tokens were checked
+    sampled = dict.fromkeys(NAMES, 0)  # how many of its steps had sampled tokens to check
     discriminated = []
     monkeypatch.setattr(rollout_schedule, "versioned_snapshots", log.snapshots(rollout_schedule.versioned_snapshots))
     collect = rollout_schedule.AsyncSchedule.collect
@@ -97,19 +89,14 @@ def test_two_policies_sample_async_with_their_own_snapshots_reproducibly_and_res
         wanted = log.published[name][max(0, log.step - 1 - LAG)]  # the lag rule, on the policy's own versions
         assert {t.policy_version for t in trajectories} == {wanted}, f"step {log.step}: {name}'s seats"
         assert 0 <= learner.version - wanted <= LAG, f"step {log.step}: {name} trains on versions too old"  # 1 update per step
-        batch = collate(trajectories, None, pad)
         checked[name].append(log.step)
-        if not batch.loss_mask.any():  # its seats never got to move (the partner forfeited first): nothing sampled
+        rows = sampled_rows(trajectories)
+        if not rows:  # its seats never got to move (the partner forfeited first): nothing sampled
             return prepare(trajectories, kl, estimator, reward_weights, pad, learner, *rest)
-        live = {k: v.clone() for k, v in learner.model.state_dict().items()}
-        bound = logit_bound(learner.model, [t.token_ids for t in trajectories])
-        try:
-            own_gap = max_gap(learner, batch, log.states[(name, wanted)])
-            assert own_gap.max().item() <= bound, f"step {log.step}: {name}'s seats were not sampled by its own snapshot"
-            if (other, wanted) in log.states:  # the other policy's weights of the same version would not have sampled them
-                discriminated.append(max_gap(learner, batch, log.states[(other, wanted)]).max().item() > bound)
-        finally:
-            learner.model.load_state_dict(live)
+        own_gap, bound = gap_under(learner, rows, pad, log.states[(name, wanted)])
+        assert own_gap <= bound, f"step {log.step}: {name}'s seats were not sampled by its own snapshot"
+        if (other, wanted) in log.states:  # the other policy's weights of the same version would not have sampled them
+            discriminated.append(gap_under(learner, rows, pad, log.states[(other, wanted)])[0] > bound)
         sampled[name] += 1
         return prepare(trajectories, kl, estimator, reward_weights, pad, learner, *rest)
 
