@@ -14,7 +14,10 @@ import torch
 from safetensors.torch import load_file
 
 from reinforge.config import load_config
+from reinforge.engines.base import Generation, SamplingParams
+from reinforge.games.env import GameEnv
 from reinforge.run.pipeline import run_training
+from reinforge.tasks.task import Task
 from reinforge.trainer import rl_loop, rollout_schedule
 from run_records import copy_at_first_checkpoint, run_metrics
 from snapshot_logprobs import gap_under, sampled_rows
@@ -127,3 +130,29 @@ def test_two_policies_sample_async_with_their_own_snapshots_reproducibly_and_res
     for name in NAMES:
         a, b = weights(full, name), weights(copy, name)
         assert all(torch.equal(a[k], b[k]) for k in a), f"{name}: resumed weights differ"
+
+
+class Forfeiting:
+    """Answers every turn with a word that is no move, tagged with its own policy version."""
+
+    def __init__(self, stop_id: int, version: int):
+        self.stop_id, self.policy_version = stop_id, version
+
+    def generate(self, prompts, params, seed=None):
+        return [Generation([self.stop_id], [-0.1], "stop", self.policy_version) for _ in prompts]
+
+
+def test_a_seat_that_never_moved_carries_its_own_policys_version(tokenizer) -> None:
+    """The describer forfeits before the guesser moves: the guesser's empty trajectory is of the guesser's
+    version (5), not the oldest version that sampled the rollout (the describer's 3, which would make it
+    read 2 versions stale: a StalenessError under either schedule)."""
+    env = GameEnv(tokenizer, max_turns=4)
+    meta = {"game": "describer_guesser", "seats": list(NAMES), "policies": list(NAMES),
+            "game_seed": 3, "draw_reward": 0.0, "max_illegal_moves": 2, "family": "joint", "demo_seat": 0}
+    task = Task(id="dg", prompt=[{"role": "user", "content": "?"}], answer="", metadata=meta)
+    engines = {"describer": Forfeiting(env.chat.end_of_turn_id, 3), "guesser": Forfeiting(env.chat.end_of_turn_id, 5)}
+    trajectories = env.run_groups(engines, [task], 4, SamplingParams(4, stop_token_ids=env.stop_token_ids), seed=0)
+    guesser = [t for t in trajectories if t.agent == "guesser"]
+    assert guesser and not any(any(t.loss_mask) for t in guesser)  # it never got to move
+    assert {t.policy_version for t in guesser} == {5}
+    assert {t.policy_version for t in trajectories if t.agent == "describer"} == {3}
