@@ -167,6 +167,8 @@ class GameEnv(ChatGameEnv):
         """Trajectories in task order, `group_size` per task (each game's policy seats in seat order)."""
         games = [games_per_group(task, group_size) for task in tasks]
         runs, version = self.play(engine, tasks, games, params, seed, first_group_id, max_episode_tokens, "train")
+        if isinstance(engine, Mapping):  # a seat that never moved: its own policy's version, not another's (a policy
+            version = {name: own.policy_version for name, own in engine.items()}  # that sat out a step is a version behind)
         return [trajectory for run in runs for trajectory in run.trajectories(self.chat, version)]
 
     def evaluate_games(self, engine: Engine | Mapping[str, Engine], tasks: list[Task], max_new_tokens: int, samples: int, temperature: float,

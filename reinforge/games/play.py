@@ -95,10 +95,10 @@ class GameRun:
             seat = self.match.to_move
             self.match.submit(seat, OPPONENTS[self.players[seat]](self.match.game, self.match.state, seat, self.rng))
 
-    def trajectories(self, chat: ChatFormat, version: int) -> list[Trajectory]:
+    def trajectories(self, chat: ChatFormat, version: int | Mapping[str, int]) -> list[Trajectory]:
         """One per policy seat, in seat order; a seat that never got to move (the other player
         forfeited first) holds just its first message, with nothing to train, and is marked as
-        of `version` (the rollout's policy version)."""
+        of `version` (the rollout's policy version; several policies: name -> its own)."""
         rewards, out = self.match.rewards(), []
         for seat, stream in self.streams.items():
             if self.players[seat] not in self.policies:  # a frozen player: not trained
@@ -117,7 +117,8 @@ class GameRun:
                     turn_spans=stream.turn_spans,
                     prompt_length=stream.prompt_length,
                     response_text=stream.last_text,
-                    policy_version=version if stream.policy_version is None else stream.policy_version,
+                    policy_version=stream.policy_version if stream.policy_version is not None
+                    else version[self.players[seat]] if isinstance(version, Mapping) else version,
                     finish_reason=self.match.finish_reason or "error",
                     errors=stream.errors,
                     transcript=stream.transcript,

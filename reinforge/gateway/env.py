@@ -135,9 +135,8 @@ class GatewayEnv:
         # presence makes the loop report tool rates (tool_call_rate, valid_call_rate), as for the tool env.
         self.registry = schema_registry(self.agent_tools)
         self._gateway_factory = gateway_factory
-        self._gateways: dict[int, Any] = {}  # id(engine) -> its gateway (an async schedule samples with another engine)
-        self._runner: AgentRunner | None = None
-        self._api_key: str | None = None
+        # id(engine) -> (its gateway, its agent process): see `gateway_for`
+        self._gateways: dict[int, tuple[Any, AgentRunner]] = {}
         self._lock = threading.Lock()
         self._episodes = 0  # session keys stay unique over the run
         _OPEN_ENVS.add(self)
@@ -174,22 +173,27 @@ class GatewayEnv:
     # ------------------------------------------------------------------ rollout
 
     def gateway_for(self, engine: Engine, max_context_tokens: int | None):
+        """The gateway and the agent process that serve `engine`'s episodes, started on first use.
+
+        Each user of the env samples through an engine of its own: a sync run through the loop's
+        engine alone (one gateway, one agent process, as before); an async run's producer through
+        its lane, while held-out evaluation goes through the loop's engine. Each gets its own
+        gateway and its own agent process, so the two run side by side without waiting for each
+        other: an agent process serves one rollout at a time over its pipe, a rollout can take up
+        to env.agent_timeout_s, and a hung agent kills its process with every episode in it
+        (gateway.agent_runner), which must not take the other user's episodes along."""
         with self._lock:
-            gateway = self._gateways.get(id(engine))
-            if gateway is None:
+            served = self._gateways.get(id(engine))
+            if served is None:
                 factory = self._gateway_factory or default_gateway
                 gateway = factory(
                     engine, self.tokenizer, model_name=MODEL_NAME, tool_format=self.tool_format,
                     max_new_tokens=self.max_new_tokens, max_context_tokens=max_context_tokens, window_s=self.window_s,
                 )
                 gateway.start()
-                self._gateways[id(engine)] = gateway
-            if self._runner is None:
-                self._api_key = gateway.api_key
-                self._runner = AgentRunner(self.agent, self.params, self.agent_timeout_s, gateway.api_key, self.agent_concurrency)
-            elif gateway.api_key != self._api_key:
-                raise GatewayEnvError("every gateway of a run must share the run's API key (the agent process holds one)")
-            return gateway
+                runner = AgentRunner(self.agent, self.params, self.agent_timeout_s, gateway.api_key, self.agent_concurrency)
+                served = self._gateways[id(engine)] = (gateway, runner)
+            return served
 
     def run_groups(
         self, engine: Engine, tasks: list[Task], group_size: int, params: SamplingParams, seed: int | None,
@@ -197,13 +201,15 @@ class GatewayEnv:
     ) -> list[Trajectory]:
         """`group_size` agent episodes per task; trajectories in task order, each episode's pieces
         together, its lead piece first."""
-        gateway = self.gateway_for(engine, max_episode_tokens)
+        gateway, runner = self.gateway_for(engine, max_episode_tokens)
+        version = getattr(engine, "policy_version", 0)  # what this rollout samples with
         base_seed = 0 if seed is None else seed
         sessions, jobs, owners = {}, [], {}
         for index, task in enumerate(tasks):
             for member in range(group_size):
-                self._episodes += 1
-                key = f"e{self._episodes}-g{first_group_id + index}-{member}"
+                with self._lock:  # (the async producer and evaluation open sessions from two threads)
+                    self._episodes += 1
+                    key = f"e{self._episodes}-g{first_group_id + index}-{member}"
                 session = gateway.open_session(
                     key=key, sampling=params, seed=base_seed * 1_000_003 + index * 1_009 + member,
                     max_calls=self.max_turns, max_n=group_size, policy_version=None,
@@ -216,17 +222,19 @@ class GatewayEnv:
             sessions[key].finish()  # the batcher no longer waits for this episode
 
         try:
-            outcomes = self._runner.run(jobs, done)
+            outcomes = runner.run(jobs, done)
         finally:
             for session in sessions.values():
                 session.finish()  # idempotent; every session ends, whatever happened above
         trajectories: list[Trajectory] = []
         for job in jobs:
             task, group_id = owners[job.key]
-            trajectories += self.episode_trajectories(task, group_id, sessions[job.key], outcomes[job.key])
+            trajectories += self.episode_trajectories(task, group_id, sessions[job.key], outcomes[job.key], version)
         return trajectories
 
-    def episode_trajectories(self, task: Task, group_id: int, session, outcome: AgentOutcome) -> list[Trajectory]:
+    def episode_trajectories(self, task: Task, group_id: int, session, outcome: AgentOutcome, version: int = 0) -> list[Trajectory]:
+        """`version`: the policy version of the rollout, given to an episode that never called the
+        model (its age is then 0 under any schedule; version 0 would read as arbitrarily stale)."""
         parts = list(session.parts())
         stats = Counter(model_calls=session.calls, splits=session.splits, branches=session.branches, pieces=len(parts))
         session_errors = session.errors if isinstance(session.errors, list) else []
@@ -247,7 +255,7 @@ class GatewayEnv:
         if not parts:  # the agent never called the model: nothing to train, its result still counts in the group
             prompt = self.prompt_ids(task)
             parts_data = [dict(token_ids=prompt, loss_mask=[False] * len(prompt), logprobs=[0.0] * len(prompt),
-                               turn_spans=[], prompt_length=len(prompt), finish_reason="stop", policy_version=0)]
+                               turn_spans=[], prompt_length=len(prompt), finish_reason="stop", policy_version=version)]
             stats["no_model_calls"] = 1
         else:
             parts_data = [dict(token_ids=list(p.token_ids), loss_mask=list(p.loss_mask), logprobs=list(p.logprobs),
@@ -273,9 +281,8 @@ class GatewayEnv:
         """Stop the agent process and every gateway (server thread joined, port closed); idempotent."""
         _OPEN_ENVS.discard(self)
         with self._lock:
-            runner, self._runner = self._runner, None
-            gateways, self._gateways = list(self._gateways.values()), {}
-        if runner is not None:
+            served, self._gateways = list(self._gateways.values()), {}
+        for _, runner in served:
             runner.close()
-        for gateway in gateways:
+        for gateway, _ in served:
             gateway.close()

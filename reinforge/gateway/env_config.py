@@ -61,8 +61,6 @@ def check_gateway_env(cfg: Config) -> None:
         raise ConfigError(f"env.tools={env.tools} are the built-in tool env's; a gateway agent runs its own tools (name their schemas in env.agent_tools)")
     if cfg.trainer.partial_rollouts:
         raise ConfigError("trainer.partial_rollouts cannot resume an agent program mid-episode; set trainer.partial_rollouts=false with env.type=gateway")
-    if cfg.trainer.schedule == "async":
-        raise ConfigError("trainer.schedule=async is not supported with env.type=gateway yet (one agent process serves the run's rollouts and evaluations in turn); use trainer.schedule=sync")
     if cfg.rollout.prompt_format == "raw":
         raise ConfigError("env.type=gateway renders the agent's messages with the chat template; rollout.prompt_format=raw cannot hold them (use auto or chat)")
 

@@ -82,6 +82,11 @@ def each(part: Any) -> list:
     return list(part.values()) if isinstance(part, dict) else [part]
 
 
+def per_policy(part: Any, fn) -> Any:
+    """`fn` of each part `for_policies` made, in the same shape (one, or name -> fn(part))."""
+    return {name: fn(own) for name, own in part.items()} if isinstance(part, dict) else fn(part)
+
+
 def policy_path(root: Path, name: str, several: bool) -> Path:
     """Where a policy's model goes under `root` (final/, warm_start/, a checkpoint's model/)."""
     return root / name if several else root

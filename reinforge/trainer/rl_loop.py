@@ -215,7 +215,7 @@ def run_rl(
     for policy in policies.values():
         policy.engine.sync_weights(policy.learner.version)
     learners = for_policies({name: p.learner for name, p in policies.items()})
-    schedule = make_schedule(  # sync, or async with bounded staleness (trainer.schedule; one policy)
+    schedule = make_schedule(  # sync, or async with bounded staleness (trainer.schedule; a lane per policy)
         cfg, engines, env, learners, scorer, sampler, params, max_episode_tokens, first_step
     )
     if heads is not None:  # under async it runs on the producer thread, beside the weights that sampled

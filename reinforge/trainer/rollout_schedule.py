@@ -28,6 +28,12 @@ producer samples through a lane of the loop's engine (`Engine.lane()`, reinforge
 loading the snapshot it needs into it (`load_weights(state, version)`). Held-out evaluation keeps
 using the loop's engine, which `publish` gives the learner's weights (`stage_weights`).
 
+Several policies (a game's seats, reinforge.trainer.policy): the producer holds one lane per
+policy, and a step's snapshot is every policy's, taken at the same publication; before sampling
+step s it loads each lane with its own policy's weights of step s-1-L, so a joint game samples
+every seat with its owner's weights of one and the same step (never one policy's newer weights
+against another's older ones), and which weights sample which seat is again fixed by the config.
+
 What a lane is depends on the engine. The in-process TorchEngine's lane is a TorchEngine over the
 producer's own copy of the model (one process, two weight sets: two models). Ray rollout workers
 (`workers.workers > 0`) and vLLM hold weights outside the trainer, so their lane keeps no model
@@ -67,7 +73,7 @@ from reinforge.rollout.trajectory import Trajectory
 from reinforge.algos.advantages import get_estimator
 from reinforge.trainer.collect import Collected, collect_groups, step_seed
 from reinforge.trainer.partial_collect import PartialCollector
-from reinforge.trainer.policy import each
+from reinforge.trainer.policy import each, per_policy
 from reinforge.tasks.task_sampler import TaskSampler
 
 
@@ -180,14 +186,22 @@ def weights_snapshot(learner: PolicyLearner) -> dict:
     return {name: t.detach().clone() for name, t in merged_state_dict(learner.model).items()}
 
 
+def versioned_snapshots(learner: PolicyLearner | dict[str, PolicyLearner]):
+    """(learner version, weights snapshot), or for several policies name -> that, all taken now."""
+    return per_policy(learner, lambda own: (own.version, weights_snapshot(own)))
+
+
 class AsyncSchedule:
-    """A producer thread samples step s's batch with the weights of step max(0, s-1-lag)."""
+    """A producer thread samples step s's batch with the weights of step max(0, s-1-lag).
+
+    `engine` and `learner` are one policy's, or the mappings name -> engine / learner of several
+    (as `for_policies` gives them): the producer then holds a lane per policy."""
 
     def __init__(
         self,
         collector: Collector,
-        engine: Engine,
-        learner: PolicyLearner,
+        engine: Engine | dict[str, Engine],
+        learner: PolicyLearner | dict[str, PolicyLearner],
         lag: int,
         max_staleness: int,
         first_step: int,
@@ -195,11 +209,12 @@ class AsyncSchedule:
     ):
         self.collector, self.eval_engine, self.lag, self.max_staleness = collector, engine, lag, max_staleness
         self.last_step = last_step
-        self.engine = engine.lane()  # the producer's: only snapshots reach it (see the module docstring)
-        self.engine.load_weights(weights_snapshot(learner), learner.version)
-        self.loaded_index = first_step - 1  # the weights the producer's lane holds now
+        # The producer's: only snapshots reach it (see the module docstring); one lane per policy.
+        self.engine = per_policy(engine, lambda own: own.lane())
+        self._load(versioned_snapshots(learner))
+        self.loaded_index = first_step - 1  # the weights the producer's lanes hold now
         self.published = first_step - 1  # newest publication
-        self.weights: dict[int, tuple[int, dict]] = {}  # step -> (learner version, state dict snapshot)
+        self.weights: dict[int, object] = {}  # step -> its versioned_snapshots (every policy's, taken together)
         self.ready: dict[int, tuple[Collected, dict[str, float]]] = {}
         self.next_step = first_step  # the next batch the producer samples
         self.cond = threading.Condition()
@@ -210,6 +225,11 @@ class AsyncSchedule:
 
     def weights_index(self, step: int) -> int:
         return max(0, step - 1 - self.lag)
+
+    def _load(self, snapshots) -> None:
+        """Each lane takes its own policy's snapshot (`versioned_snapshots`' shape)."""
+        for lane, (version, state) in zip(each(self.engine), each(snapshots)):
+            lane.load_weights(state, version)
 
     # ------------------------------------------------------------------ producer thread
 
@@ -232,7 +252,7 @@ class AsyncSchedule:
                     for old in [i for i in self.weights if i < index]:
                         del self.weights[old]
                 if snapshot is not None:
-                    self.engine.load_weights(snapshot[1], snapshot[0])
+                    self._load(snapshot)
                     self.loaded_index = index
                 collected, metrics = self.collector.collect(self.engine, step, index)
                 with self.cond:
@@ -270,12 +290,13 @@ class AsyncSchedule:
         learner_idle = time.perf_counter() - start
         return StepBatch(collected, {**metrics, "time/learner_idle": learner_idle, "time/engine_idle": engine_idle})
 
-    def publish(self, step: int, learner: PolicyLearner) -> None:
-        self.eval_engine.stage_weights(learner.version)  # loaded when evaluation samples (at once in-process)
+    def publish(self, step: int, learner: PolicyLearner | dict[str, PolicyLearner]) -> None:
+        for engine, own in zip(each(self.eval_engine), each(learner)):
+            engine.stage_weights(own.version)  # loaded when evaluation samples (at once in-process)
         with self.cond:
             self.published = step
             if step + 1 + self.lag <= self.last_step:  # the batch that samples with these weights
-                self.weights[step] = (learner.version, weights_snapshot(learner))
+                self.weights[step] = versioned_snapshots(learner)
             self.cond.notify_all()
 
     def state_dict(self) -> dict:
@@ -310,9 +331,9 @@ class AsyncSchedule:
 
 def make_schedule(
     cfg: Config,
-    engine: Engine,
+    engine: Engine | dict[str, Engine],
     env: Env,
-    learner: PolicyLearner,
+    learner: PolicyLearner | dict[str, PolicyLearner],
     scorer: RewardScorer,
     sampler: TaskSampler,
     params: SamplingParams,

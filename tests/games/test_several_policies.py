@@ -57,7 +57,6 @@ def test_the_recipe_passes_and_is_a_run_of_two_policies() -> None:
         (["policies=[describer, describer]"], "is named twice"),
         (["policies={describer: {lr: 1}, guesser: {}}"], "policies.describer.lr"),
         (["task.params.game=tictactoe", "env.max_turns=12", "policies=[a, b, c]"], "3 trainable policies but tictactoe has 2 players"),
-        (["trainer.schedule=async"], "trainer.schedule: policies=['describer', 'guesser'] trains 2 distinct policies"),
         (["task.params.policies=[describer, guesser]"], "task.params.policies moved to the top-level `policies:` section"),
         (["policies=[describer, guesser]", "task.source=arithmetic", "env.type=single_turn"], "several trainable policies play the seats of a game"),
     ],

@@ -34,7 +34,6 @@ def test_a_good_gateway_env_passes():
         ([f"env.agent={EXAMPLE}:solve", f"env.agent_tools={EXAMPLE}:CALCULATOR"], "env.agent_tools: .*not a non-empty list"),
         ([f"env.agent={EXAMPLE}:solve", "env.tools=[calculator]"], "a gateway agent runs its own tools"),
         ([f"env.agent={EXAMPLE}:solve", "trainer.partial_rollouts=true"], "partial_rollouts"),
-        ([f"env.agent={EXAMPLE}:solve", "trainer.schedule=async"], "schedule=async"),
         ([f"env.agent={EXAMPLE}:solve", "rollout.prompt_format=raw"], "prompt_format=raw"),
     ],
 )
