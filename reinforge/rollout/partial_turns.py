@@ -30,6 +30,7 @@ from reinforge.engines.base import Engine, Generation, SamplingParams
 from reinforge.envs.base import Env
 from reinforge.rollout.episodes import RunningEpisode, env_step, end_turn, turn_seed
 from reinforge.rollout.partial import GroupQuota, PartialEpisode, PartialGroup, RoundStats
+from reinforge.rollout.pruned_sampling import PrefixPruner, generate_pruned
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 
@@ -93,9 +94,13 @@ def sample_turns(
     must_finish: list[bool],
     max_episode_tokens: int | None,
     env_workers: int,
+    pruner: PrefixPruner | None = None,
 ) -> RoundStats:
     """Advance the multi-turn episodes of `groups` (of `TurnEpisode`s) in place until `need` groups
-    are complete and every must-finish group is (module docstring)."""
+    are complete and every must-finish group is (module docstring). With a `pruner` (rollout
+    pruning) each call is sampled in chunks checked by it (reinforge.rollout.pruned_sampling): the
+    head reads the current turn's prefix (its tokens of earlier rounds included) after the whole
+    episode so far, and an episode whose turn it stops ends there ("pruned", the env not stepped)."""
     for group in groups:
         if group.start_index is None and not group.complete:
             group.start_index = weights_index
@@ -116,7 +121,18 @@ def sample_turns(
                 must=torch.tensor(must_finish, dtype=torch.bool),
                 need=need,
             )
-            generations = engine.generate(prompts, params, seed=turn_seed(seed, call), budgets=budgets, stop_when=stop_when)
+            if pruner is None:
+                generations = engine.generate(prompts, params, seed=turn_seed(seed, call), budgets=budgets, stop_when=stop_when)
+            else:
+                members = [(group.key, j) for group in groups for j, e in enumerate(group.episodes) if not e.done]  # as `rows`
+                settled = {
+                    group.key: [(group.key, j) for j, e in enumerate(group.episodes) if e.done and e.running.finish_reason != "pruned"]
+                    for group in groups
+                }
+                generations = generate_pruned(
+                    engine, prompts, params, turn_seed(seed, call), pruner, members, settled, budgets,
+                    [e.turn.logprobs for _, e in rows], stop_when,
+                )
             call += 1
             rows_sent += len(rows)
             resumed += sum(e.rounds > 0 and call == 1 for _, e in rows)
@@ -142,7 +158,8 @@ def sample_turns(
             results = list(pool.map(env_step, [e.running for e in finished], whole, texts))
             for episode, result, fit, text, start in zip(finished, results, fits, texts, starts):
                 episode.versions += episode.turn.versions[: len(episode.running.token_ids) - start]
-                episode.sent.append((text, episode.turn.finish_reason))
+                if episode.turn.finish_reason != "pruned":  # a pruned turn never reached the env: nothing to replay
+                    episode.sent.append((text, episode.turn.finish_reason))
                 episode.turn = PartialEpisode()
                 before = len(episode.running.token_ids)
                 end_turn(episode.running, result, fit, len(episode.running.turn_spans) - 1, env.max_turns, max_episode_tokens)
