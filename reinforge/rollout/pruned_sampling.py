@@ -110,7 +110,7 @@ def generate_pruned(
         if live:
             check = PrefixCheck(
                 [members[i] for i in live], [prompts[i] + tokens[i] for i in live], [prior[i] + logprobs[i] for i in live],
-                {members[i][0]: settled.get(members[i][0], []) for i in live},
+                {members[i][0]: list(settled.get(members[i][0], [])) for i in live},
             )
             for i, stop in zip(list(live), pruner.check_prefixes(check)):
                 if stop:
