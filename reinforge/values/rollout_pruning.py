@@ -14,6 +14,11 @@ each group:
     k = max(0, min(#live failures, F - keep_fail, n - min_group_size))
     prune the k live predicted failures with the lowest p
 
+The same checks run on any engine, in multi-turn episodes and in partial rollouts between chunks of
+sampling (`PruningHook.check_prefixes`, reinforge.rollout.pruned_sampling): the head reads the
+policy's logits at each live prefix from one forward of the in-process model with the sampling
+weights, and the choice per group is the same `prune_groups` / `prune_choice` (docs/rollout_pruning.md).
+
 rho = success_head.target_ratio (ARRoL's target fraction of successes, 0.5: as many failures
 kept as successes), tau = success_head.fail_below. A group never falls below `min_group_size`
 rows, never loses its last predicted failure, and rows predicted to succeed are never pruned.
