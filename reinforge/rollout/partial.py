@@ -104,8 +104,13 @@ class GroupQuota:
         return parts
 
 
+def live_members(groups: list[PartialGroup]) -> list[tuple[int, int]]:
+    """The members (group key, index) of the unfinished episodes, in the order a round sends them."""
+    return [(group.key, j) for group in groups for j, e in enumerate(group.episodes) if not e.done]
+
+
 def settled_members(groups: list[PartialGroup]) -> dict[int, list[tuple[int, int]]]:
-    """Each group's members (group key, index) whose episodes finished unpruned (rollout pruning's accounting)."""
+    """Each group's members whose episodes finished unpruned (rollout pruning's accounting)."""
     return {
         group.key: [(group.key, j) for j, e in enumerate(group.episodes) if e.done and e.finish_reason != "pruned"] for group in groups
     }
@@ -154,9 +159,9 @@ def sample_round(
     if pruner is None:
         generations = engine.generate(prompts, params, seed=seed, budgets=budgets, stop_when=stop_when)
     else:
-        members = [(group.key, j) for group in groups for j, e in enumerate(group.episodes) if not e.done]  # as `rows`
         generations = generate_pruned(
-            engine, prompts, params, seed, pruner, members, settled_members(groups), budgets, [e.logprobs for _, e in rows], stop_when,
+            engine, prompts, params, seed, pruner, live_members(groups), settled_members(groups), budgets, [e.logprobs for _, e in rows],
+            stop_when,
         )
     resumed = sum(bool(e.token_ids) for _, e in rows)
     aborted = 0

@@ -29,7 +29,7 @@ import torch
 from reinforge.engines.base import Engine, Generation, SamplingParams
 from reinforge.envs.base import Env
 from reinforge.rollout.episodes import RunningEpisode, env_step, end_turn, turn_seed
-from reinforge.rollout.partial import GroupQuota, PartialEpisode, PartialGroup, RoundStats
+from reinforge.rollout.partial import GroupQuota, PartialEpisode, PartialGroup, RoundStats, live_members, settled_members
 from reinforge.rollout.pruned_sampling import PrefixPruner, generate_pruned
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
@@ -48,6 +48,10 @@ class TurnEpisode:
     @property
     def done(self) -> bool:
         return self.running.finish_reason is not None
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.running.finish_reason
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -124,13 +128,8 @@ def sample_turns(
             if pruner is None:
                 generations = engine.generate(prompts, params, seed=turn_seed(seed, call), budgets=budgets, stop_when=stop_when)
             else:
-                members = [(group.key, j) for group in groups for j, e in enumerate(group.episodes) if not e.done]  # as `rows`
-                settled = {
-                    group.key: [(group.key, j) for j, e in enumerate(group.episodes) if e.done and e.running.finish_reason != "pruned"]
-                    for group in groups
-                }
                 generations = generate_pruned(
-                    engine, prompts, params, turn_seed(seed, call), pruner, members, settled, budgets,
+                    engine, prompts, params, turn_seed(seed, call), pruner, live_members(groups), settled_members(groups), budgets,
                     [e.turn.logprobs for _, e in rows], stop_when,
                 )
             call += 1

@@ -16,7 +16,7 @@ import pytest
 
 from reinforge.config import load_config
 from reinforge.run.pipeline import run_sft_stage, run_training
-from run_records import run_metrics
+from run_records import assert_same_run, copy_at_first_checkpoint, run_metrics
 
 QUIET = ["telemetry.progress=false", "telemetry.tensorboard=false", "telemetry.wandb='off'"]
 TINY = [
@@ -41,14 +41,18 @@ def check_pruned_run(run_dir: Path, recorded, group_size: int = 4, minimum: int 
     return rl
 
 
-def test_partial_rollouts_prune_at_chunk_boundaries(tmp_path: Path, recorded) -> None:
+def test_partial_rollouts_prune_at_chunk_boundaries_and_resume_exactly(tmp_path: Path, recorded) -> None:
     run = tmp_path / "run"
     run_training(load_config("default", [
         *TINY, *PRUNE, *LETTERS, "sft.steps=0", "trainer.partial_rollouts=true", "trainer.overprovision=2.0",
-        "trainer.max_staleness=1", "algo.tis_cap=2.0", f"trainer.output_dir={run}",
+        "trainer.max_staleness=1", "algo.tis_cap=2.0", f"trainer.output_dir={run}", "trainer.checkpoint_every=2",
     ]))
     rl = check_pruned_run(run, recorded)
     assert sum(r["partial_aborted"] for r in rl) > 0  # the rounds really stopped early too
+    assert rl[1]["partial_carried_groups"] > 0  # the step-2 checkpoint holds groups in flight (pruned rows among them or not)
+    copy = tmp_path / "copy"
+    run_training(load_config(str(copy_at_first_checkpoint(run, copy))), resume=True)
+    assert_same_run(run, copy)
 
 
 # Tool episodes: a warm start that imitates calculator traces only, so most episodes take two turns
@@ -65,6 +69,7 @@ def tool_warm_start(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("extra", [
     pytest.param([], id="tools"),
     pytest.param(["progress.enabled=true", "algo.advantage=turn_rloo"], id="tools+progress"),
+    pytest.param(["trainer.partial_rollouts=true", "trainer.overprovision=2.0", "trainer.max_staleness=1", "algo.tis_cap=2.0"], id="tools+partial"),
 ])
 def test_multi_turn_tool_episodes_are_pruned_in_any_turn(tool_warm_start: Path, tmp_path: Path, recorded, extra) -> None:
     run = tmp_path / "run"
@@ -73,6 +78,6 @@ def test_multi_turn_tool_episodes_are_pruned_in_any_turn(tool_warm_start: Path, 
     ]))
     rl = check_pruned_run(run, recorded)
     assert any(t.num_turns > 1 for _, batch in recorded for t in batch), "no episode took two turns: not a multi-turn run"
-    if extra:  # SPA's estimator trained on every step and set per-turn rewards on the trained episodes only
+    if "progress.enabled=true" in extra:  # SPA's estimator trained on every step and set per-turn rewards on the trained episodes only
         assert all("progress/loss" in r for r in rl)
         assert all(t.turn_rewards is not None and len(t.turn_rewards) == t.num_turns for _, batch in recorded for t in batch)
