@@ -16,7 +16,8 @@ feature written against the protocol runs on all of them:
   version)`), so the async producer samples with an older snapshot without a model of its own
   where the engine holds weights outside the trainer (Ray actors, vLLM: engines/weight_sync.py).
 - Optional, declared by `supports_decode_hook`: a hook called every few decode steps that may
-  stop rows (reinforge.engines.decode_hook; rollout pruning), and `release_memory()`
+  stop rows (reinforge.engines.decode_hook; rollout pruning, which on an engine without it checks
+  between chunks of sampling: reinforge.rollout.pruned_sampling), and `release_memory()`
   (release_sampling_memory).
 """
 

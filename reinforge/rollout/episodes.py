@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from reinforge.engines.base import Engine, Generation, SamplingParams
 from reinforge.envs.base import Env, Episode, StepResult
+from reinforge.rollout.pruned_sampling import generate_pruned
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 
@@ -128,6 +129,8 @@ def end_turn(episode: RunningEpisode, result: StepResult, fit: bool, turn: int, 
 
 
 def env_step(episode: RunningEpisode, generation: Generation, text: str) -> StepResult:
+    if generation.finish_reason == "pruned":  # rollout pruning stopped it: the episode ends here, unscored
+        return StepResult(done=True, info={"finish_reason": "pruned"})
     try:
         return episode.env.step(text, generation.finish_reason)
     except Exception as err:  # an env bug ends this episode, recorded; the batch goes on
@@ -158,8 +161,12 @@ def rollout_groups(
     trajectories come back in task order, `group_size` at a time. An env that runs whole rollouts
     itself (`run_groups`: the gateway env, whose episodes are agent programs; reinforge.games, whose
     episodes have several players) is handed them; its episodes may come as several trajectories
-    each (rollout.episode_parts, or one per player). `decode_hook` (rollout pruning, single-turn envs)
-    goes to the engine's generate (reinforge.engines.decode_hook)."""
+    each (rollout.episode_parts, or one per player). `decode_hook` (rollout pruning,
+    reinforge.values.rollout_pruning.PruningHook) goes to the engine's generate in a single-turn
+    call on an engine with a decode hook (reinforge.engines.decode_hook); otherwise each turn is
+    sampled in chunks checked by it (reinforge.rollout.pruned_sampling), and a multi-turn episode
+    whose turn it stops ends there ("pruned", the env not stepped): the head reads the prefix of
+    the turn being sampled, after the whole episode so far."""
     run_groups = getattr(env, "run_groups", None)
     if run_groups is not None:
         return run_groups(engine, tasks, group_size, params, seed, first_group_id, max_episode_tokens)
@@ -171,10 +178,24 @@ def rollout_groups(
             episodes.append(RunningEpisode(episode_env, task, first_group_id + index, list(prompt), len(prompt)))
 
     live = list(episodes)
+    # The engine's own decode hook serves a single-turn call on an engine that has one; otherwise
+    # the hook's checks run between chunks of sampling (reinforge.rollout.pruned_sampling).
+    in_decode_loop = env.max_turns == 1 and getattr(engine, "supports_decode_hook", False)
+    member = {id(e): (e.group_id, i % group_size) for i, e in enumerate(episodes)}
     with ThreadPoolExecutor(max_workers=env_workers) as pool:
         for turn in range(env.max_turns):
-            hook = {} if decode_hook is None else {"decode_hook": decode_hook}
-            generations = engine.generate([list(e.token_ids) for e in live], params, seed=turn_seed(seed, turn), **hook)
+            prompts = [list(e.token_ids) for e in live]
+            if decode_hook is None or in_decode_loop:
+                hook = {} if decode_hook is None else {"decode_hook": decode_hook}
+                generations = engine.generate(prompts, params, seed=turn_seed(seed, turn), **hook)
+            else:
+                settled: dict = {}
+                for e in episodes:
+                    if e.finish_reason is not None and e.finish_reason != "pruned":
+                        settled.setdefault(e.group_id, []).append(member[id(e)])
+                generations = generate_pruned(
+                    engine, prompts, params, turn_seed(seed, turn), decode_hook, [member[id(e)] for e in live], settled
+                )
             texts = [env.decode_response(g.token_ids) for g in generations]
             fits = [e.add_turn(g, text, max_episode_tokens) for e, g, text in zip(live, generations, texts)]
             if env.max_turns == 1:

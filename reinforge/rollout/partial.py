@@ -24,6 +24,7 @@ import torch
 
 from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.base import Env, StepResult
+from reinforge.rollout.pruned_sampling import PrefixPruner, generate_pruned
 from reinforge.rollout.trajectory import Trajectory, single_turn_trajectory
 from reinforge.tasks.task import Task
 
@@ -103,6 +104,18 @@ class GroupQuota:
         return parts
 
 
+def live_members(groups: list[PartialGroup]) -> list[tuple[int, int]]:
+    """The members (group key, index) of the unfinished episodes, in the order a round sends them."""
+    return [(group.key, j) for group in groups for j, e in enumerate(group.episodes) if not e.done]
+
+
+def settled_members(groups: list[PartialGroup]) -> dict[int, list[tuple[int, int]]]:
+    """Each group's members whose episodes finished unpruned (rollout pruning's accounting)."""
+    return {
+        group.key: [(group.key, j) for j, e in enumerate(group.episodes) if e.done and e.finish_reason != "pruned"] for group in groups
+    }
+
+
 @dataclass
 class RoundStats:
     rows: int  # episodes sent to the engine
@@ -118,12 +131,16 @@ def sample_round(
     weights_index: int,
     need: int,
     must_finish: list[bool],
+    pruner: PrefixPruner | None = None,
 ) -> RoundStats:
     """Advance every unfinished episode of `groups` in one batched engine call, in place.
 
     Sampling stops once `need` of `groups` are complete and every group flagged in `must_finish`
     is; a row still running then comes back "aborted" and stays unfinished. Each row asks for what
-    is left of its budget (`params.max_new_tokens` minus what it already holds)."""
+    is left of its budget (`params.max_new_tokens` minus what it already holds). With a `pruner`
+    (rollout pruning) the call is sampled in chunks checked by it (reinforge.rollout.pruned_sampling):
+    a pruned episode is done ("pruned") and counts towards its group's completion; the head reads
+    the whole response so far, the tokens of earlier rounds included."""
     rows = [(g, e) for g, group in enumerate(groups) for e in group.episodes if not e.done]
     if not rows:
         return RoundStats(0, 0, 0)
@@ -139,7 +156,13 @@ def sample_round(
         must=torch.tensor(must_finish, dtype=torch.bool),
         need=need,
     )
-    generations = engine.generate(prompts, params, seed=seed, budgets=budgets, stop_when=stop_when)
+    if pruner is None:
+        generations = engine.generate(prompts, params, seed=seed, budgets=budgets, stop_when=stop_when)
+    else:
+        generations = generate_pruned(
+            engine, prompts, params, seed, pruner, live_members(groups), settled_members(groups), budgets, [e.logprobs for _, e in rows],
+            stop_when,
+        )
     resumed = sum(bool(e.token_ids) for _, e in rows)
     aborted = 0
     for (_, episode), generation in zip(rows, generations):
@@ -162,12 +185,15 @@ def group_trajectories(env: Env, group: PartialGroup, group_id: int) -> list[Tra
     out = []
     for episode in group.episodes:
         text = env.decode_response(episode.token_ids)
-        try:
-            episode_env = env.episode()
-            episode_env.reset(group.task)
-            result = episode_env.step(text, episode.finish_reason)
-        except Exception as err:  # as in the rollout loop: recorded on the trajectory, the batch goes on
-            result = StepResult(done=True, info={"finish_reason": "error", "error": f"env step: {type(err).__name__}: {err}"})
+        if episode.finish_reason == "pruned":  # stopped by rollout pruning: not scored, the env is not asked
+            result = StepResult(done=True, info={"finish_reason": "pruned"})
+        else:
+            try:
+                episode_env = env.episode()
+                episode_env.reset(group.task)
+                result = episode_env.step(text, episode.finish_reason)
+            except Exception as err:  # as in the rollout loop: recorded on the trajectory, the batch goes on
+                result = StepResult(done=True, info={"finish_reason": "error", "error": f"env step: {type(err).__name__}: {err}"})
         errors = episode.errors + ([str(result.info["error"])] if "error" in result.info else [])
         trajectory = single_turn_trajectory(
             group.task.id, group.prompt_ids, episode.token_ids, episode.logprobs, text,

@@ -29,7 +29,8 @@ import torch
 from reinforge.engines.base import Engine, Generation, SamplingParams
 from reinforge.envs.base import Env
 from reinforge.rollout.episodes import RunningEpisode, env_step, end_turn, turn_seed
-from reinforge.rollout.partial import GroupQuota, PartialEpisode, PartialGroup, RoundStats
+from reinforge.rollout.partial import GroupQuota, PartialEpisode, PartialGroup, RoundStats, live_members, settled_members
+from reinforge.rollout.pruned_sampling import PrefixPruner, generate_pruned
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 
@@ -47,6 +48,10 @@ class TurnEpisode:
     @property
     def done(self) -> bool:
         return self.running.finish_reason is not None
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.running.finish_reason
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -93,9 +98,13 @@ def sample_turns(
     must_finish: list[bool],
     max_episode_tokens: int | None,
     env_workers: int,
+    pruner: PrefixPruner | None = None,
 ) -> RoundStats:
     """Advance the multi-turn episodes of `groups` (of `TurnEpisode`s) in place until `need` groups
-    are complete and every must-finish group is (module docstring)."""
+    are complete and every must-finish group is (module docstring). With a `pruner` (rollout
+    pruning) each call is sampled in chunks checked by it (reinforge.rollout.pruned_sampling): the
+    head reads the current turn's prefix (its tokens of earlier rounds included) after the whole
+    episode so far, and an episode whose turn it stops ends there ("pruned", the env not stepped)."""
     for group in groups:
         if group.start_index is None and not group.complete:
             group.start_index = weights_index
@@ -116,7 +125,13 @@ def sample_turns(
                 must=torch.tensor(must_finish, dtype=torch.bool),
                 need=need,
             )
-            generations = engine.generate(prompts, params, seed=turn_seed(seed, call), budgets=budgets, stop_when=stop_when)
+            if pruner is None:
+                generations = engine.generate(prompts, params, seed=turn_seed(seed, call), budgets=budgets, stop_when=stop_when)
+            else:
+                generations = generate_pruned(
+                    engine, prompts, params, turn_seed(seed, call), pruner, live_members(groups), settled_members(groups), budgets,
+                    [e.turn.logprobs for _, e in rows], stop_when,
+                )
             call += 1
             rows_sent += len(rows)
             resumed += sum(e.rounds > 0 and call == 1 for _, e in rows)
@@ -142,7 +157,8 @@ def sample_turns(
             results = list(pool.map(env_step, [e.running for e in finished], whole, texts))
             for episode, result, fit, text, start in zip(finished, results, fits, texts, starts):
                 episode.versions += episode.turn.versions[: len(episode.running.token_ids) - start]
-                episode.sent.append((text, episode.turn.finish_reason))
+                if episode.turn.finish_reason != "pruned":  # a pruned turn never reached the env: nothing to replay
+                    episode.sent.append((text, episode.turn.finish_reason))
                 episode.turn = PartialEpisode()
                 before = len(episode.running.token_ids)
                 end_turn(episode.running, result, fit, len(episode.running.turn_spans) - 1, env.max_turns, max_episode_tokens)

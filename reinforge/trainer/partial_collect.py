@@ -66,6 +66,7 @@ class PartialCollector:
         self.max_episode_tokens, self.env_workers = max_episode_tokens, env_workers
         self.pool: list[PartialGroup] = []  # groups carried over, oldest first
         self.next_key = 0
+        self.decode_hook = None  # set per step by rollout pruning (reinforge.values.value_heads): checks between chunks
 
     def collect(self, engine: Engine, step: int, weights_index: int) -> tuple[Collected, dict[str, float]]:
         """Step `step`'s scored groups; `engine` holds the weights published after step
@@ -86,10 +87,10 @@ class PartialCollector:
         if self.multi_turn:
             stats = sample_turns(
                 engine, self.env, self.pool, self.params, seed, weights_index, self.prompts, must_finish,
-                self.max_episode_tokens, self.env_workers,
+                self.max_episode_tokens, self.env_workers, self.decode_hook,
             )
         else:
-            stats = sample_round(engine, self.pool, self.params, seed, weights_index, self.prompts, must_finish)
+            stats = sample_round(engine, self.pool, self.params, seed, weights_index, self.prompts, must_finish, self.decode_hook)
         t1 = time.perf_counter()
 
         complete = sorted((g for g in self.pool if g.complete), key=lambda g: (g.start_index, g.key))
@@ -104,11 +105,13 @@ class PartialCollector:
             t for i, group in enumerate(chosen)
             for t in (turn_group_trajectories(group, i) if self.multi_turn else group_trajectories(self.env, group, i))
         ]
+        pruned = [t for t in trajectories if t.finish_reason == "pruned"]  # rollout pruning: not scored, not trained
+        trajectories = [t for t in trajectories if t.finish_reason != "pruned"]
         tasks = {g.task.id: g.task for g in chosen}
         reward_metrics = self.scorer.score(tasks, trajectories)
         t2 = time.perf_counter()
         metrics = {**reward_metrics, "sampling_rounds": 1.0, "train_groups": float(len(chosen))}
-        collected = Collected(trajectories, tasks, metrics, 1, t1 - t0, t2 - t1)
+        collected = Collected(trajectories, tasks, metrics, 1, t1 - t0, t2 - t1, pruned)
         partial_metrics = {
             "partial_resumed": float(sum(e.rounds > 1 for g in chosen for e in g.episodes)),
             "partial_aborted": float(stats.aborted),

@@ -14,8 +14,8 @@ sampled, and what uses it.
 
 The success head's side (the head itself: reinforge.models.success_head, its training:
 reinforge.learner.success_head_learner):
-- `rollout_pruning`: stop rollouts predicted to fail while sampling (a decode hook), keeping each
-  group informative.
+- `rollout_pruning`: stop rollouts predicted to fail while sampling (a decode hook, or checks between
+  chunks of sampling on any engine), keeping each group informative.
 - `turn_progress`: SPA-RL's per-turn progress, increments that sum to the episode outcome.
 - `value_heads`: the collector wrapper that runs both heads around the rollout schedule.
 - `value_heads_check`: their settings refused before compute.

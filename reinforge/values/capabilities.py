@@ -57,14 +57,10 @@ SPECS = {
                   "PyTorch engine: use engine.type=torch and workers.workers=0, or trainer.schedule=sync"},
     ),
     "prune": ValueFeatureSpec(
-        "success_head.prune=true", "one response sampled in one engine batch", only_envs=("single_turn",),
-        partial=False, in_process=True,
-        refusals={
-            "partial": "partial rollouts sample in rounds that abort rows themselves, with no pruning hook (not built): "
-            "use trainer.partial_rollouts=false or success_head.prune=false",
-            "engine": "it stops rows inside our in-process PyTorch engine's decode loop, which other engines and Ray workers "
-            "lack: use engine.type=torch and workers.workers=0, or success_head.prune=false",
-        },
+        # On the in-process TorchEngine a single-turn call is pruned inside its decode loop; other engines (vLLM,
+        # Ray workers), multi-turn episodes and partial rollouts are sampled in chunks checked between them
+        # (reinforge.rollout.pruned_sampling), with the policy's logits from the in-process model of the same version.
+        "success_head.prune=true", "one episode's turns in one trajectory", refused_envs=SPLIT_EPISODES,
     ),
     "progress": ValueFeatureSpec(
         "progress.enabled=true", "a multi-turn episode's turns in one trajectory", refused_envs=("single_turn", *SPLIT_EPISODES),

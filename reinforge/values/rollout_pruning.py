@@ -14,6 +14,11 @@ each group:
     k = max(0, min(#live failures, F - keep_fail, n - min_group_size))
     prune the k live predicted failures with the lowest p
 
+The same checks run on any engine, in multi-turn episodes and in partial rollouts between chunks of
+sampling (`PruningHook.check_prefixes`, reinforge.rollout.pruned_sampling): the head reads the
+policy's logits at each live prefix from one forward of the in-process model with the sampling
+weights, and the choice per group is the same `prune_groups` / `prune_choice` (docs/rollout_pruning.md).
+
 rho = success_head.target_ratio (ARRoL's target fraction of successes, 0.5: as many failures
 kept as successes), tau = success_head.fail_below. A group never falls below `min_group_size`
 rows, never loses its last predicted failure, and rows predicted to succeed are never pruned.
@@ -31,7 +36,9 @@ import torch
 
 from reinforge.engines.decode_hook import DecodeCheck
 from reinforge.learner.success_head_learner import SuccessHeadLearner
+from reinforge.models.prefix_logits import prefix_logits
 from reinforge.models.success_head import prefix_features
+from reinforge.rollout.pruned_sampling import PrefixCheck
 from reinforge.rollout.trajectory import Trajectory
 
 
@@ -47,16 +54,44 @@ def prune_choice(live: list[float], done: list[float | None], min_group_size: in
     return sorted(i for _, i in live_failures[: max(0, k)])
 
 
-class PruningHook:
-    """The engine's decode hook for one `rollout_groups` call: rows r, r+1, ... of a group are
-    consecutive, `group_size` at a time (reinforge.rollout.episodes)."""
+def predict_success(learner: SuccessHeadLearner, logits: torch.Tensor, logprob_sum: torch.Tensor, logprob_min: torch.Tensor, count: torch.Tensor) -> list[float]:
+    """p(success) of N live prefixes of responses (count: tokens each has sampled), by the head."""
+    features = prefix_features(logits, logprob_sum, logprob_min, count, learner.budget, torch.zeros(len(count), dtype=torch.bool))
+    return learner.head.probability(features).tolist()
 
-    def __init__(self, learner: SuccessHeadLearner, group_size: int):
+
+def prune_groups(groups: list, predicted: list[float], settled: dict, choose) -> list[bool]:
+    """The group accounting both paths share: live row i (predicted[i]) belongs to groups[i];
+    settled[g] holds the predictions (None: never checked) of g's members that finished unpruned;
+    `choose(live, done)` is `prune_choice` with the run's settings. -> which live rows to stop."""
+    by_group: dict = {}
+    for position, group in enumerate(groups):
+        by_group.setdefault(group, []).append(position)
+    stop = [False] * len(groups)
+    for group, positions in by_group.items():
+        for i in choose([predicted[i] for i in positions], settled.get(group, [])):
+            stop[positions[i]] = True
+    return stop
+
+
+class PruningHook:
+    """The pruning checks of one collection: a decode hook for one `rollout_groups` call of the
+    TorchEngine (rows r, r+1, ... of a group are consecutive, `group_size` at a time,
+    reinforge.rollout.episodes), and `check_prefixes` for chunked sampling on any engine
+    (reinforge.rollout.pruned_sampling), which needs `model`: the in-process policy with the weights
+    that sample (its logits at a prefix are the head's input)."""
+
+    def __init__(self, learner: SuccessHeadLearner, group_size: int, model=None):
         cfg = learner.cfg
         self.learner, self.group_size, self.every = learner, group_size, cfg.check_every
         self.min_group_size, self.target_ratio, self.fail_below = cfg.min_group_size, cfg.target_ratio, cfg.fail_below
+        self.model = model
         self._last: dict[int, float] = {}  # row -> its latest prediction
         self._step = 0
+        self._member_last: dict = {}  # chunked sampling: group member -> its latest prediction
+
+    def _choose(self, live: list[float], done: list[float | None]) -> list[int]:
+        return prune_choice(live, done, self.min_group_size, self.target_ratio, self.fail_below)
 
     def __call__(self, check: DecodeCheck) -> torch.Tensor:
         if check.step <= self._step:  # a new generate call (another turn or round): forget the last one
@@ -64,23 +99,30 @@ class PruningHook:
         self._step = check.step
         logprobs = check.logprobs.float().cpu()  # the head lives on the CPU; [L, V] logits are small
         count = torch.full((len(check.rows),), check.step)
-        features = prefix_features(
-            check.logits.cpu(), logprobs.sum(1), logprobs.min(1).values, count, self.learner.budget, torch.zeros(len(count), dtype=torch.bool)
-        )
-        predicted = self.learner.head.probability(features).tolist()
+        predicted = predict_success(self.learner, check.logits.cpu(), logprobs.sum(1), logprobs.min(1).values, count)
         rows = check.rows.cpu().tolist()
         self._last.update(zip(rows, predicted))
         finished, pruned = check.finished.cpu(), check.pruned.cpu()
-        by_group: dict[int, list[int]] = {}
-        for position, row in enumerate(rows):
-            by_group.setdefault(row // self.group_size, []).append(position)
-        stop = torch.zeros(len(rows), dtype=torch.bool)
-        for group, positions in by_group.items():
-            members = range(group * self.group_size, (group + 1) * self.group_size)
-            done = [self._last.get(r) for r in members if finished[r] and not pruned[r]]
-            chosen = prune_choice([predicted[i] for i in positions], done, self.min_group_size, self.target_ratio, self.fail_below)
-            stop[[positions[i] for i in chosen]] = True
-        return stop
+        groups = [row // self.group_size for row in rows]
+        settled = {
+            g: [self._last.get(r) for r in range(g * self.group_size, (g + 1) * self.group_size) if finished[r] and not pruned[r]]
+            for g in set(groups)
+        }
+        return torch.tensor(prune_groups(groups, predicted, settled, self._choose), dtype=torch.bool)
+
+    def check_prefixes(self, check: PrefixCheck) -> list[bool]:
+        """The same decision on prefixes sampled by any engine: the head reads the policy's logits
+        after each row's context (one forward of `model`) and the log-probs of its turn so far."""
+        if self.model is None:
+            raise ValueError("PruningHook.check_prefixes needs the in-process policy model (PruningHook(..., model=...))")
+        logits = prefix_logits(self.model, check.contexts)
+        count = torch.tensor([len(lp) for lp in check.logprobs])
+        sums = torch.tensor([sum(lp) for lp in check.logprobs], dtype=torch.float32)
+        mins = torch.tensor([min(lp) for lp in check.logprobs], dtype=torch.float32)
+        predicted = predict_success(self.learner, logits, sums, mins, count)
+        self._member_last.update(zip(check.members, predicted))
+        settled = {g: [self._member_last.get(m) for m in done] for g, done in check.settled.items()}
+        return prune_groups([m[0] for m in check.members], predicted, settled, self._choose)
 
 
 def pruning_metrics(kept: list[Trajectory], pruned: list[Trajectory]) -> dict[str, float]:

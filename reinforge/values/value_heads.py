@@ -83,7 +83,13 @@ class ValueHeadsCollector:
 
     def collect(self, engine, step: int, weights_index: int):
         success = self.heads.success
-        hook = PruningHook(success, self.group_size) if self.heads.prune and success.ready else None
+        # The weights that sample: the learner's in a sync run (an engine outside this process, vLLM or
+        # Ray workers, holds the same version); under async the learner's thread trains it meanwhile, and
+        # the producer's own engine copy holds the weights of this batch.
+        model = engine.model if self.heads.producer_holds_weights else self.heads.model
+        # The pruning hook: inside the TorchEngine's decode loop, or between chunks of sampling on any
+        # engine, where it reads the policy's logits at a prefix from `model` (reinforge.rollout.pruned_sampling).
+        hook = PruningHook(success, self.group_size, model=model) if self.heads.prune and success.ready else None
         self.inner.decode_hook = hook
         collected, metrics = self.inner.collect(engine, step, weights_index)
         start = time.perf_counter()
@@ -94,9 +100,6 @@ class ValueHeadsCollector:
         fresh = newest_samples(collected.trajectories)
         metrics["value_heads/stale_dropped"] = float(len(collected.trajectories) - len(fresh))
         if success is not None:
-            # The weights that sampled: the learner's in a sync run; under async the learner's thread trains
-            # it meanwhile, and the producer's own engine copy holds the weights of this batch.
-            model = engine.model if self.heads.producer_holds_weights else self.heads.model
             metrics.update(success.update(model, fresh))
         if self.heads.progress is not None:
             metrics.update(self.heads.progress.assign(collected.trajectories, train_on=fresh))

@@ -22,7 +22,9 @@ def check_value_heads(cfg: Config) -> None:
         if needed > s.min_group_size:
             raise ConfigError(f"success_head.min_group_size={s.min_group_size} but algo.advantage={cfg.algo.advantage} needs groups of at least {needed}")
         rows = cfg.rollout.prompts_per_step * group
-        if rows > MAX_BATCH_SIZE:
+        # Only the TorchEngine's decode loop holds a call's rows in one batch (chunked sampling has no such bound).
+        in_decode_loop = cfg.engine.type == "torch" and cfg.workers.workers == 0 and not cfg.trainer.partial_rollouts
+        if in_decode_loop and cfg.env.type == "single_turn" and rows > MAX_BATCH_SIZE:
             raise ConfigError(
                 f"success_head.prune=true samples all {rows} rows of a step (rollout.prompts_per_step x rollout.group_size) in one "
                 f"engine batch, at most {MAX_BATCH_SIZE}; lower one of them"

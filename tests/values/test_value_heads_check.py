@@ -14,10 +14,6 @@ PRUNE = ["success_head.enabled=true", "success_head.prune=true"]
     "overrides, message",
     [
         (["success_head.prune=true"], "set success_head.enabled=true"),
-        ([*PRUNE, "trainer.partial_rollouts=true", "algo.tis_cap=2.0"], "with trainer.partial_rollouts=true: partial rollouts sample in rounds"),
-        ([*PRUNE, "engine.type=vllm"], "with engine.type=vllm: it stops rows inside our in-process PyTorch engine"),
-        ([*PRUNE, "workers.workers=2"], "Ray rollout workers"),
-        ([*PRUNE, "env.type=tool"], "env.type=tool is not supported"),
         (["success_head.enabled=true", "env.type=gateway"], "env.type=gateway is not supported"),
         (["success_head.enabled=true", "trainer.schedule=async", "algo.tis_cap=2.0", "engine.type=vllm"], "reads the sampling weights' logits"),
         ([*PRUNE, "success_head.min_group_size=9"], "exceeds rollout.group_size=8"),
@@ -45,6 +41,12 @@ def test_supported_settings_pass() -> None:
     check_value_heads(load_config("default", ["success_head.enabled=true", "env.type=text_game"]))
     check_value_heads(load_config("default", ["progress.enabled=true", "env.type='my_pkg.envs:MultiTurn'", "algo.advantage=turn_rloo"]))
     check_value_heads(load_config("default", [*PRUNE, "trainer.schedule=async", "algo.tis_cap=2.0"]))
+    # Pruned between chunks of sampling on any engine (reinforge.rollout.pruned_sampling), in any turn-by-turn env:
+    check_value_heads(load_config("default", [*PRUNE, "trainer.partial_rollouts=true", "algo.tis_cap=2.0"]))
+    check_value_heads(load_config("default", [*PRUNE, "engine.type=vllm", "rollout.prompts_per_step=128"]))  # no one-batch bound
+    check_value_heads(load_config("default", [*PRUNE, "workers.workers=2"]))
+    check_value_heads(load_config("default", [*PRUNE, "env.type=tool"]))
+    check_value_heads(load_config("default", [*PRUNE, "env.type=tool", "progress.enabled=true", "algo.advantage=turn_rloo"]))
     check_value_heads(load_config("default", ["success_head.enabled=true", "trainer.partial_rollouts=true", "algo.tis_cap=2.0"]))
     check_value_heads(load_config("default", ["progress.enabled=true", "env.type=tool", "algo.advantage=turn_rloo", "trainer.schedule=async", "algo.tis_cap=2.0"]))
     check_value_heads(load_config("default", ["progress.enabled=true", "env.type=tool", "algo.advantage=turn_rloo", "trainer.partial_rollouts=true", "algo.tis_cap=2.0"]))
