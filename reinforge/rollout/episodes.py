@@ -158,11 +158,13 @@ def rollout_groups(
     trajectories come back in task order, `group_size` at a time. An env that runs whole rollouts
     itself (`run_groups`: the gateway env, whose episodes are agent programs; reinforge.games, whose
     episodes have several players) is handed them; its episodes may come as several trajectories
-    each (rollout.episode_parts, or one per player). `decode_hook` (rollout pruning, single-turn envs)
-    goes to the engine's generate (reinforge.engines.decode_hook)."""
+    each (rollout.episode_parts, or one per player). `decode_hook` (rollout pruning) goes to the
+    engine's generate (reinforge.engines.decode_hook); an env that runs whole rollouts gets it as
+    `run_groups(..., decode_hook=)` (a GroupedDecodeHook, or one per policy) and places its rows itself."""
     run_groups = getattr(env, "run_groups", None)
     if run_groups is not None:
-        return run_groups(engine, tasks, group_size, params, seed, first_group_id, max_episode_tokens)
+        hook = {} if decode_hook is None else {"decode_hook": decode_hook}
+        return run_groups(engine, tasks, group_size, params, seed, first_group_id, max_episode_tokens, **hook)
     episodes = []
     for index, task in enumerate(tasks):
         for _ in range(group_size):

@@ -170,7 +170,7 @@ def run_rl(
     result = RLResult()
     eval_max_new = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
     pad = env.tokenizer.pad_token_id
-    heads = build_value_heads(cfg, first.model)  # success head / turn progress (None when off; one policy only)
+    heads = build_value_heads(cfg, {name: p.model for name, p in policies.items()})  # success head / turn progress (None when off)
     # Training-health detectors (monitor section; reinforge.monitors) read one policy's metric names;
     # with several (metrics under policy/<name>/) they do not run (monitor.action=warn only, preflight).
     health = HealthMonitor(cfg) if not several else None
@@ -218,7 +218,10 @@ def run_rl(
         cfg, engines, env, learners, scorer, sampler, params, max_episode_tokens, first_step
     )
     if heads is not None:  # under async it runs on the producer thread, beside the weights that sampled
-        schedule.collector = ValueHeadsCollector(schedule.collector, heads, cfg.rollout.group_size)
+        schedule.collector = ValueHeadsCollector(  # several policies: a success head each, on its own seats
+            schedule.collector, heads, cfg.rollout.group_size,
+            owner=lambda t, tasks_by_id: owner(t, tasks_by_id[t.task_id], env), prefix=lambda name: metric_prefix(name, several),
+        )
     if resume_state is not None:
         schedule.load_state_dict(resume_state.get("schedule"))
     updates_per_step = algo.epochs * algo.mini_batches

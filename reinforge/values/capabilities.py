@@ -55,15 +55,18 @@ SPECS = {
         async_schedule=False, partial=False, refusals={"async": PROMPT_VALUE_ASYNC, "partial": PROMPT_VALUE_ASYNC},
     ),
     "success_head": ValueFeatureSpec(
-        # Multi-turn: the head reads the final turn's response (the one the verifier checks).
-        "success_head.enabled=true", "one episode's turns in one trajectory", refused_envs=SPLIT_EPISODES,
+        # Multi-turn: the head reads the final turn's response (the one the verifier checks); a game: each
+        # seat's final turn with the seat's outcome; a gateway agent: each piece's final turn with the episode's.
+        "success_head.enabled=true", "a trajectory's final turn and its outcome",
         # Async: the head reads the sampling policy's logits from the producer's own in-process engine.
         async_in_process=True,
         refusals={"engine": "under trainer.schedule=async it reads the sampling weights' logits from the in-process "
                   "PyTorch engine: use engine.type=torch and workers.workers=0, or trainer.schedule=sync"},
     ),
     "prune": ValueFeatureSpec(
-        "success_head.prune=true", "one response sampled in one engine batch", only_envs=("single_turn",),
+        # A game or a gateway episode is pruned whole (reinforge.values.rollout_pruning: units).
+        "success_head.prune=true", "one response, game or agent episode sampled in one engine batch",
+        only_envs=("single_turn", "game", "gateway"),
         partial=False, in_process=True,
         refusals={
             "partial": "partial rollouts sample in rounds that abort rows themselves, with no pruning hook (not built): "

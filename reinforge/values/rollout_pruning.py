@@ -21,6 +21,21 @@ rows, never loses its last predicted failure, and rows predicted to succeed are 
 Pruned rollouts leave the loss (as in ARRoL): they have no outcome, so they are not scored (never
 scored as 0), and the group's advantages are computed over the rows that finished. They are
 counted in `prune/*` metrics with the tokens they spent and an estimate of the tokens they saved.
+
+Games and gateway agents (`PruningHook.for_rows`, reinforge.engines.decode_hook.RowGroups): an
+episode there is a game (one trajectory per policy seat) or an agent's episode (one trajectory per
+piece), sampled over many generate calls. ARRoL's rule is applied to *units*, not rows: a group is
+still a task's group (the games of one game setup, the agent episodes of one task), a member is a
+game or an agent episode, and each check of a generate call scores the units that have a live row
+in it (the prefix of the move or the reply being sampled: the head is trained on each seat's final
+turn with the seat's outcome, and on each piece's final turn with its episode's outcome). The
+group's units outside the call that are not pruned (over, or waiting) count in n with no
+prediction, so `min_group_size` counts a group's unpruned games or episodes (never fewer
+trajectories, since each has at least one). A pruned unit stops whole: the game is cut ("pruned")
+and every one of its seats' trajectories leaves the loss (in self-play both seats; the head scored
+the seat to move); an agent episode's session is finished, so its agent's next call is refused, and
+all its pieces leave the loss. Like a pruned row, neither is scored nor trains the head, and both
+are counted in `prune/*` (per trajectory).
 """
 
 from __future__ import annotations
@@ -29,7 +44,7 @@ import math
 
 import torch
 
-from reinforge.engines.decode_hook import DecodeCheck
+from reinforge.engines.decode_hook import DecodeCheck, RowGroups
 from reinforge.learner.success_head_learner import SuccessHeadLearner
 from reinforge.models.success_head import prefix_features
 from reinforge.rollout.trajectory import Trajectory
@@ -49,14 +64,19 @@ def prune_choice(live: list[float], done: list[float | None], min_group_size: in
 
 class PruningHook:
     """The engine's decode hook for one `rollout_groups` call: rows r, r+1, ... of a group are
-    consecutive, `group_size` at a time (reinforge.rollout.episodes)."""
+    consecutive, `group_size` at a time (reinforge.rollout.episodes). A game or the gateway asks
+    `for_rows` for the hook of each of its generate calls instead (the module docstring: units)."""
 
-    def __init__(self, learner: SuccessHeadLearner, group_size: int):
+    def __init__(self, learner: SuccessHeadLearner, group_size: int, rows: RowGroups | None = None):
         cfg = learner.cfg
-        self.learner, self.group_size, self.every = learner, group_size, cfg.check_every
+        self.learner, self.group_size, self.every, self.rows = learner, group_size, learner.every, rows
         self.min_group_size, self.target_ratio, self.fail_below = cfg.min_group_size, cfg.target_ratio, cfg.fail_below
         self._last: dict[int, float] = {}  # row -> its latest prediction
         self._step = 0
+
+    def for_rows(self, rows: RowGroups) -> PruningHook:
+        """The hook of one generate call whose rows belong where `rows` says."""
+        return PruningHook(self.learner, self.group_size, rows)
 
     def __call__(self, check: DecodeCheck) -> torch.Tensor:
         if check.step <= self._step:  # a new generate call (another turn or round): forget the last one
@@ -71,6 +91,8 @@ class PruningHook:
         rows = check.rows.cpu().tolist()
         self._last.update(zip(rows, predicted))
         finished, pruned = check.finished.cpu(), check.pruned.cpu()
+        if self.rows is not None:
+            return self._stop_units(rows, predicted, pruned)
         by_group: dict[int, list[int]] = {}
         for position, row in enumerate(rows):
             by_group.setdefault(row // self.group_size, []).append(position)
@@ -81,6 +103,36 @@ class PruningHook:
             chosen = prune_choice([predicted[i] for i in positions], done, self.min_group_size, self.target_ratio, self.fail_below)
             stop[[positions[i] for i in chosen]] = True
         return stop
+
+    def _stop_units(self, live_rows: list[int], predicted: list[float], pruned) -> torch.Tensor:
+        """`prune_choice` over units (games, agent episodes): a unit's prediction is the mean over its
+        rows in the call; a unit with a live row may be pruned (all its live rows stop), one whose rows
+        all finished counts with its last prediction, and the group's units elsewhere with none."""
+        groups, units = self.rows.groups, self.rows.units
+        live_of: dict[object, list[int]] = {}  # unit -> positions of its live rows
+        for position, row in enumerate(live_rows):
+            live_of.setdefault(units[row], []).append(position)
+        rows_of: dict[object, list[int]] = {}
+        for row, unit in enumerate(units):
+            rows_of.setdefault(unit, []).append(row)
+        by_group: dict[int, list[object]] = {}
+        for unit, rows in rows_of.items():
+            by_group.setdefault(groups[rows[0]], []).append(unit)
+        stop = torch.zeros(len(live_rows), dtype=torch.bool)
+        for group, members in by_group.items():
+            live = [u for u in members if u in live_of]
+            done = [u for u in members if u not in live_of and not any(pruned[r] for r in rows_of[u])]
+            done_p = [mean_or_none([self._last.get(r) for r in rows_of[u]]) for u in done]
+            done_p += [None] * self.rows.elsewhere.get(group, 0)
+            live_p = [sum(predicted[i] for i in live_of[u]) / len(live_of[u]) for u in live]
+            for i in prune_choice(live_p, done_p, self.min_group_size, self.target_ratio, self.fail_below):
+                stop[live_of[live[i]]] = True
+        return stop
+
+
+def mean_or_none(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
 
 
 def pruning_metrics(kept: list[Trajectory], pruned: list[Trajectory]) -> dict[str, float]:
