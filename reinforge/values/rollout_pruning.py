@@ -45,7 +45,7 @@ import math
 import torch
 
 from reinforge.engines.decode_hook import DecodeCheck, RowGroups
-from reinforge.learner.success_head_learner import SuccessHeadLearner
+from reinforge.learner.success_head_learner import SuccessHeadLearner, check_interval
 from reinforge.models.success_head import prefix_features
 from reinforge.rollout.trajectory import Trajectory
 
@@ -69,7 +69,8 @@ class PruningHook:
 
     def __init__(self, learner: SuccessHeadLearner, group_size: int, rows: RowGroups | None = None):
         cfg = learner.cfg
-        self.learner, self.group_size, self.every, self.rows = learner, group_size, learner.every, rows
+        self.learner, self.group_size, self.rows = learner, group_size, rows
+        self.every = check_interval(cfg.check_every, learner.budget)
         self.min_group_size, self.target_ratio, self.fail_below = cfg.min_group_size, cfg.target_ratio, cfg.fail_below
         self._last: dict[int, float] = {}  # row -> its latest prediction
         self._step = 0

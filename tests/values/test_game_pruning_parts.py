@@ -75,7 +75,7 @@ class ScriptedHead:
 
 def scripted_hook(*checks: list[float], min_group_size: int = 2) -> PruningHook:
     cfg = SuccessHeadConfig(enabled=True, prune=True, min_group_size=min_group_size)
-    return PruningHook(SimpleNamespace(cfg=cfg, every=1, budget=BUDGET, head=ScriptedHead(*checks)), group_size=0)
+    return PruningHook(SimpleNamespace(cfg=cfg, budget=BUDGET, head=ScriptedHead(*checks)), group_size=0)  # checks every 1 step
 
 
 def test_each_seat_trains_the_head_on_its_final_turn_with_its_own_outcome(tokenizer, nano_model) -> None:

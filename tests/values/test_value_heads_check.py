@@ -18,7 +18,6 @@ PRUNE = ["success_head.enabled=true", "success_head.prune=true"]
         ([*PRUNE, "engine.type=vllm"], "with engine.type=vllm: it stops rows inside our in-process PyTorch engine"),
         ([*PRUNE, "workers.workers=2"], "Ray rollout workers"),
         ([*PRUNE, "env.type=tool"], "env.type=tool is not supported"),
-        (["success_head.enabled=true", "env.type=gateway"], "env.type=gateway is not supported"),
         (["success_head.enabled=true", "trainer.schedule=async", "algo.tis_cap=2.0", "engine.type=vllm"], "reads the sampling weights' logits"),
         ([*PRUNE, "success_head.min_group_size=9"], "exceeds rollout.group_size=8"),
         ([*PRUNE, "rollout.prompts_per_step=128"], "at most 512"),
@@ -43,6 +42,9 @@ def test_supported_settings_pass() -> None:
     check_value_heads(load_config("default", ["success_head.enabled=true", "env.type=text_game"]))
     check_value_heads(load_config("default", ["progress.enabled=true", "env.type='my_pkg.envs:MultiTurn'", "algo.advantage=turn_rloo"]))
     check_value_heads(load_config("default", [*PRUNE, "trainer.schedule=async", "algo.tis_cap=2.0"]))
+    # Games and gateway agents: each seat's / piece's final turn trains the head; a game or an episode is pruned whole.
+    for env in ("game", "gateway"):
+        check_value_heads(load_config("default", [*PRUNE, f"env.type={env}"]))
     check_value_heads(load_config("default", ["success_head.enabled=true", "trainer.partial_rollouts=true", "algo.tis_cap=2.0"]))
     check_value_heads(load_config("default", ["progress.enabled=true", "env.type=tool", "algo.advantage=turn_rloo", "trainer.schedule=async", "algo.tis_cap=2.0"]))
     check_value_heads(load_config("default", ["progress.enabled=true", "env.type=tool", "algo.advantage=turn_rloo", "trainer.partial_rollouts=true", "algo.tis_cap=2.0"]))
