@@ -397,7 +397,7 @@ class SuccessHeadConfig(Section):
 
     enabled: bool = Field(False, description="Train the success head online from each step's scored responses (a multi-turn episode: its final turn; trained on the newest policy version's samples; docs/rollout_pruning.md).")
     prune: bool = Field(False, description="Stop rollouts the head predicts will fail, keeping each group balanced; pruned rollouts leave the loss (not scored) and are counted in prune/*.")
-    check_every: int = Field(4, gt=0, description="Decode steps between pruning checks (the head's training prefixes are the same steps).")
+    check_every: int | None = Field(None, gt=0, description="Decode steps between pruning checks (the head's training prefixes are the same steps). None: 4, or 1 when rollout.max_new_tokens <= 4 (a game's move of a few tokens is checked once its first token is chosen).")
     min_group_size: int = Field(2, ge=2, description="Pruning never leaves a group with fewer unpruned rollouts than this (at most rollout.group_size).")
     target_ratio: float = Field(0.5, gt=0, lt=1, description="ARRoL's rho: pruning keeps at least S * (1 - rho) / rho predicted failures per group (S: predicted successes), and at least one.")
     fail_below: float = Field(0.5, gt=0, lt=1, description="A prefix whose predicted success is below this is a predicted failure.")

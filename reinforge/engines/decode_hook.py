@@ -38,3 +38,25 @@ class DecodeHook(Protocol):
     def __call__(self, check: DecodeCheck) -> torch.Tensor:
         """[L] bool: the live rows to stop now."""
         ...
+
+
+@dataclass(frozen=True)
+class RowGroups:
+    """Where the rows of one generate call belong, for a caller whose rows are not `group_size`
+    consecutive rows per group (a round of games, a flush of agents' requests): the group of each
+    row, the unit each row is part of (a game, an agent episode: pruning stops a unit whole), and
+    per group how many of its units are still in it (not pruned) but have no row in this call
+    (games already over or waiting for another policy's move, agents busy in their tools)."""
+
+    groups: list[int]
+    units: list[object]
+    elsewhere: dict[int, int]
+
+
+class GroupedDecodeHook(Protocol):
+    """A decode hook that is told each call's `RowGroups` (reinforge.values.rollout_pruning.PruningHook):
+    games and the gateway ask it for the hook of one generate call."""
+
+    every: int
+
+    def for_rows(self, rows: RowGroups) -> DecodeHook: ...

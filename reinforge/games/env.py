@@ -138,20 +138,22 @@ class GameEnv(ChatGameEnv):
 
     def play(
         self, engine: Engine | Mapping[str, Engine], tasks: list[Task], games: list[int], params: SamplingParams, seed: int | None,
-        first_group_id: int, max_episode_tokens: int | None, tag: str,
+        first_group_id: int, max_episode_tokens: int | None, tag: str, decode_hook=None,
     ) -> tuple[list[GameRun], int]:
         """`games[i]` games of task i (group id first_group_id + i), all played together; `engine`
         may map each trainable policy to its own engine (reinforge.games.play.play_games). The
         opponents' randomness and the deals depend on the task's seed, `tag`, `seed` and the game's
         index, so an evaluation (fixed seed) meets the same opponent play every time. Returns the
-        runs and the oldest policy version that sampled in them."""
+        runs and the oldest policy version that sampled in them. `decode_hook`: rollout pruning's
+        (reinforge.games.play); a pruned game is "unfinished", which the pool does not count."""
         runs = [
             self.new_run(task, first_group_id + i, f"{task.metadata['game_seed']}-{tag}-{seed}-{k}")
             for i, task in enumerate(tasks)
             for k in range(games[i])
         ]
         frozen = self._seat_pool_members(runs, engine)
-        version = play_games(engine, self.chat, self.decode_response, runs, params, seed, max_episode_tokens, frozen)
+        hook = {} if decode_hook is None else {"decode_hook": decode_hook}
+        version = play_games(engine, self.chat, self.decode_response, runs, params, seed, max_episode_tokens, frozen, **hook)
         if frozen is not None:
             for run in runs:
                 policy = run.players.index(POLICY)
@@ -162,11 +164,12 @@ class GameEnv(ChatGameEnv):
 
     def run_groups(
         self, engine: Engine | Mapping[str, Engine], tasks: list[Task], group_size: int, params: SamplingParams, seed: int | None,
-        first_group_id: int = 0, max_episode_tokens: int | None = None,
+        first_group_id: int = 0, max_episode_tokens: int | None = None, decode_hook=None,
     ) -> list[Trajectory]:
-        """Trajectories in task order, `group_size` per task (each game's policy seats in seat order)."""
+        """Trajectories in task order, `group_size` per task (each game's policy seats in seat order);
+        a game rollout pruning stopped gives its seats' trajectories with finish reason "pruned"."""
         games = [games_per_group(task, group_size) for task in tasks]
-        runs, version = self.play(engine, tasks, games, params, seed, first_group_id, max_episode_tokens, "train")
+        runs, version = self.play(engine, tasks, games, params, seed, first_group_id, max_episode_tokens, "train", decode_hook)
         if isinstance(engine, Mapping):  # a seat that never moved: its own policy's version, not another's (a policy
             version = {name: own.policy_version for name, own in engine.items()}  # that sat out a step is a version behind)
         return [trajectory for run in runs for trajectory in run.trajectories(self.chat, version)]

@@ -16,6 +16,11 @@ Frozen players (pool members, reinforge.games.pool) are asked like the policy, e
 call of its own engine per round: they keep token streams of their own, which never become
 trajectories (nothing of theirs is trained).
 
+Rollout pruning (`decode_hook`, reinforge.values.rollout_pruning): each policy's generate call gets
+the hook of its policy (one per policy, or one shared by a single policy) told which task group each
+row's game is in (reinforge.engines.decode_hook.RowGroups: the unit is the game). A move the hook
+stops ends its game ("pruned"): every seat's trajectory of it leaves the loss, like a pruned row.
+
 Limits: a turn that would overflow the seat's `max_episode_tokens` is cut to fit and ends the
 game ("max_tokens"), as does an observation with no room left for a reply.
 """
@@ -27,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from reinforge.engines.base import Engine, Generation, SamplingParams
+from reinforge.engines.decode_hook import GroupedDecodeHook, RowGroups
 from reinforge.envs.chat_format import ChatFormat
 from reinforge.games.match import Match
 from reinforge.games.opponents import OPPONENTS
@@ -37,6 +43,7 @@ from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 
 POLICY = "policy"
+PRUNED = "pruned"  # the finish reason of a game rollout pruning stopped (and of its seats' trajectories)
 
 
 
@@ -156,6 +163,17 @@ def player_seed(seed: int | None, who: str, policy_index: int) -> int | None:
     return seed if policy_index == 0 else seed + 7919 * policy_index
 
 
+def game_rows(runs: list[GameRun], asked: list[GameRun]) -> RowGroups:
+    """The rows of one generate call (one per game in `asked`) for rollout pruning: each game's task
+    group, the game as the unit, and per group its other games not pruned (over or not asked now)."""
+    in_call = {id(run) for run in asked}
+    elsewhere: dict[int, int] = {}
+    for run in runs:
+        if id(run) not in in_call and run.match.finish_reason != PRUNED:
+            elsewhere[run.group_id] = elsewhere.get(run.group_id, 0) + 1
+    return RowGroups([run.group_id for run in asked], [id(run) for run in asked], elsewhere)
+
+
 def play_games(
     engine: Engine | Mapping[str, Engine],
     chat: ChatFormat,
@@ -165,11 +183,13 @@ def play_games(
     seed: int | None,
     max_episode_tokens: int | None = None,
     frozen: Mapping[str, Engine] | None = None,
+    decode_hook: GroupedDecodeHook | Mapping[str, GroupedDecodeHook] | None = None,
 ) -> int:
     """Play every game of `runs` to its end (or cut), in place; returns the oldest policy version
     that sampled any turn (the engine's version when no policy seat had to move). `engine` samples
     every policy seat, or, as a mapping, each trainable policy's seats are sampled by that policy's
-    engine; `frozen` maps each frozen player (pool member) seated in `runs` to its engine."""
+    engine; `frozen` maps each frozen player (pool member) seated in `runs` to its engine.
+    `decode_hook` (rollout pruning): the trainable policies' hook, or each policy's by name."""
     engines = engine if isinstance(engine, Mapping) else None
     versions: list[int] = []
     for run in runs:
@@ -201,15 +221,23 @@ def play_games(
                     raise RuntimeError(f"no engine for the frozen player {who!r} (play_games(frozen=...))")
             else:
                 sampler = engines[who] if engines is not None else engine
+            hook = {}
+            if decode_hook is not None and not is_pool_member(who):
+                own = decode_hook.get(who) if isinstance(decode_hook, Mapping) else decode_hook
+                if own is not None and getattr(sampler, "supports_decode_hook", False):
+                    hook = {"decode_hook": own.for_rows(game_rows(runs, [run for run, _ in calls]))}
             generations = sampler.generate(
                 [list(run.streams[seat].token_ids) for run, seat in calls], params,
-                seed=player_seed(turn_seed(seed, round_), who, index),
+                seed=player_seed(turn_seed(seed, round_), who, index), **hook,
             )
             if not is_pool_member(who):
                 versions += [g.policy_version for g in generations]
             for (run, seat), generation in zip(calls, generations):
                 text = decode(generation.token_ids)
                 fits = run.streams[seat].add_turn(generation, text, max_episode_tokens)
+                if generation.finish_reason == PRUNED:  # the game leaves the loss: no move, no result
+                    run.match.cut(PRUNED)
+                    continue
                 run.match.submit(seat, text)
                 if not fits:
                     run.match.cut("max_tokens")

@@ -22,6 +22,10 @@ deterministic batches and samples deterministically. Engines are not thread-safe
 calls run on the batcher's one worker thread. An engine that raises fails every request of that
 call (the server answers each with a 500 and records it on its session).
 
+Rollout pruning: while the env sets `pruning` (reinforge.gateway.session_pruning) and the engine
+takes a decode hook, each call is sampled with the hook of its rows and the pruned sessions are
+reported back after it.
+
 Per-call stats: rows, batch fill (rows / sessions open and unfinished at flush time; only for
 flushes while sessions are open) and engine seconds.
 """
@@ -88,6 +92,7 @@ class Batcher:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         self.engine, self.window_s, self.max_batch = engine, window_s, max_batch
         self._takes_budgets = _accepts(engine.generate, "budgets")
+        self.pruning = None  # a SessionPruning while the env's rollout prunes (set between rollouts only)
         self._cond = threading.Condition()
         # Held during every engine call: a caller that changes the engine (sync_weights) while
         # agents may be running takes it too, so a batch never samples from half-updated weights.
@@ -217,6 +222,10 @@ class Batcher:
         params = dataclasses.replace(group[0].params, max_new_tokens=max(budgets))
         seed = (group[0].seed_base * SEED_STRIDE + flush * 7919 + index) % (2**63)
         kwargs = {"budgets": budgets} if self._takes_budgets and len(set(budgets)) > 1 else {}
+        pruning = self.pruning if getattr(self.engine, "supports_decode_hook", False) else None
+        keys = [job.session_key for job in group for _ in range(job.n)]
+        if pruning is not None and (hook := pruning.hook_for(keys)) is not None:
+            kwargs["decode_hook"] = hook
         start = time.perf_counter()
         failure: str | None = None
         try:
@@ -228,6 +237,8 @@ class Batcher:
                 raise EngineFailure(f"the engine returned {type(generations).__name__} of "
                                     f"{len(generations) if hasattr(generations, '__len__') else '?'} generations "
                                     f"for {len(prompts)} prompts (each needs at least one token)")
+            if "decode_hook" in kwargs:
+                pruning.observe(keys, generations)
         except Exception as err:  # any engine failure answers every request of the call
             failure = f"{type(err).__name__}: {err}"
         seconds = time.perf_counter() - start

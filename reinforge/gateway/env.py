@@ -16,6 +16,10 @@ episode with finish reason `agent_error` and the error on the trajectory: it is 
 (env/agent_errors, env/agent_timeouts, ...) and left out of the loss; in an evaluation it counts as
 not solved.
 
+Rollout pruning (`run_groups(..., decode_hook=)`, reinforge.gateway.session_pruning): a group is the
+task's `group_size` episodes, an episode is pruned whole, and all its pieces come back with finish
+reason "pruned" (they leave the loss, not scored).
+
 Warm-up and the budget checks lay a task out as the agent's first request renders it:
 the task's prompt as the first user message, with `env.agent_tools` (the agent's list of OpenAI
 tool schemas, by import path) given to the chat template; demonstrated tool calls are written in
@@ -41,6 +45,7 @@ from reinforge.envs.tool_env import assistant_text, demonstration_turns
 from reinforge.envs.tools.registry import Tool, ToolRegistry
 from reinforge.gateway.agent_outcome import AgentOutcome
 from reinforge.gateway.agent_runner import AgentJob, AgentRunner
+from reinforge.gateway.session_pruning import PRUNED, SessionPruning
 from reinforge.rollout.episode_parts import AGENT_ERROR
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
@@ -197,10 +202,10 @@ class GatewayEnv:
 
     def run_groups(
         self, engine: Engine, tasks: list[Task], group_size: int, params: SamplingParams, seed: int | None,
-        first_group_id: int = 0, max_episode_tokens: int | None = None,
+        first_group_id: int = 0, max_episode_tokens: int | None = None, decode_hook=None,
     ) -> list[Trajectory]:
         """`group_size` agent episodes per task; trajectories in task order, each episode's pieces
-        together, its lead piece first."""
+        together, its lead piece first. `decode_hook`: rollout pruning's (the module docstring)."""
         gateway, runner = self.gateway_for(engine, max_episode_tokens)
         version = getattr(engine, "policy_version", 0)  # what this rollout samples with
         base_seed = 0 if seed is None else seed
@@ -221,15 +226,25 @@ class GatewayEnv:
         def done(key: str, outcome: AgentOutcome) -> None:
             sessions[key].finish()  # the batcher no longer waits for this episode
 
+        pruning = None
+        if decode_hook is not None:
+            pruning = SessionPruning(decode_hook, {key: group for key, (_, group) in owners.items()}, lambda key: sessions[key].finish())
+            gateway.set_pruning(pruning)
         try:
             outcomes = runner.run(jobs, done)
         finally:
+            if pruning is not None:
+                gateway.set_pruning(None)
             for session in sessions.values():
                 session.finish()  # idempotent; every session ends, whatever happened above
         trajectories: list[Trajectory] = []
         for job in jobs:
             task, group_id = owners[job.key]
-            trajectories += self.episode_trajectories(task, group_id, sessions[job.key], outcomes[job.key], version)
+            pieces = self.episode_trajectories(task, group_id, sessions[job.key], outcomes[job.key], version)
+            if pruning is not None and pruning.is_pruned(job.key):  # the episode leaves the loss, every piece of it
+                for piece in pieces:
+                    piece.finish_reason = PRUNED
+            trajectories += pieces
         return trajectories
 
     def episode_trajectories(self, task: Task, group_id: int, session, outcome: AgentOutcome, version: int = 0) -> list[Trajectory]:

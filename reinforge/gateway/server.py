@@ -296,6 +296,10 @@ class Gateway:
         self._batcher.open_session(key)
         return session
 
+    def set_pruning(self, pruning: Any) -> None:
+        """Rollout pruning for the sessions of one rollout (a SessionPruning), or None to stop it."""
+        self._batcher.pruning = pruning
+
     def _finish(self, session: GatewaySession) -> None:
         with self._lock:
             if self._sessions.get(session.key) is session:

@@ -26,10 +26,19 @@ import torch.nn.functional as F
 
 from reinforge.config import SuccessHeadConfig
 from reinforge.models.success_head import SuccessHead, prefix_features
+from reinforge.rollout.episode_parts import AGENT_ERROR
 from reinforge.rollout.trajectory import Trajectory
 
 FORWARD_ROWS = 64  # trajectories per teacher-forced forward (bounds the [rows, T, V] logits)
 MINIBATCH = 256
+
+
+def check_interval(check_every: int | None, budget: int) -> int:
+    """Decode steps between pruning checks: success_head.check_every, or by default 4, and 1 for a
+    turn of at most 4 tokens (a game's move: checked once its first token is chosen)."""
+    if check_every is not None:
+        return check_every
+    return 4 if budget > 4 else 1
 
 
 def check_positions(length: int, every: int) -> list[int]:
@@ -81,6 +90,7 @@ class SuccessHeadLearner:
 
     def __init__(self, cfg: SuccessHeadConfig, vocab_size: int, budget: int, seed: int):
         self.cfg, self.budget = cfg, budget
+        self.every = check_interval(cfg.check_every, budget)
         with torch.random.fork_rng():  # the head's init must not move the run's global random stream
             torch.manual_seed(seed)
             self.head = SuccessHead(vocab_size, cfg.hidden)
@@ -95,10 +105,11 @@ class SuccessHeadLearner:
 
     def update(self, model, trajectories: list[Trajectory]) -> dict[str, float]:
         """Add the examples of scored trajectories and train; returns success_head/* metrics."""
-        usable = [t for t in trajectories if not t.reward_failures and not t.errors and t.finish_reason != "pruned"]
-        if not usable:
+        # No outcome, no example: a pruned row, an agent episode without a result (every piece of it).
+        usable = [t for t in trajectories if not t.reward_failures and not t.errors and t.finish_reason not in ("pruned", AGENT_ERROR)]
+        features, owners = trajectory_features(model, usable, self.every, self.budget)
+        if not len(owners):  # no policy turn among them (a game's seat that never got to move)
             return {"success_head/examples": float(len(self.labels))}
-        features, owners = trajectory_features(model, usable, self.cfg.check_every, self.budget)
         labels = torch.tensor([float(self.success(usable[i])) for i in owners.tolist()])
         metrics: dict[str, float] = {}
         if self.steps_trained:  # scored before it trains on them: unseen data
@@ -126,7 +137,7 @@ class SuccessHeadLearner:
 
     def score_responses(self, model, trajectories: list[Trajectory]) -> list[float]:
         """p(success) of whole single-turn responses (value-guided voting at evaluation)."""
-        features, owners = trajectory_features(model, trajectories, self.cfg.check_every, self.budget, whole_only=True)
+        features, owners = trajectory_features(model, trajectories, self.every, self.budget, whole_only=True)
         scores = [0.0] * len(trajectories)  # an empty response: nothing to score, least preferred
         if len(owners):
             for i, p in zip(owners.tolist(), self.head.probability(features).tolist()):

@@ -166,10 +166,12 @@ def rollout_groups(
     call on an engine with a decode hook (reinforge.engines.decode_hook); otherwise each turn is
     sampled in chunks checked by it (reinforge.rollout.pruned_sampling), and a multi-turn episode
     whose turn it stops ends there ("pruned", the env not stepped): the head reads the prefix of
-    the turn being sampled, after the whole episode so far."""
+    the turn being sampled, after the whole episode so far. An env that runs whole rollouts gets it as
+    `run_groups(..., decode_hook=)` (a PruningHook, or one per policy) and places its rows itself."""
     run_groups = getattr(env, "run_groups", None)
     if run_groups is not None:
-        return run_groups(engine, tasks, group_size, params, seed, first_group_id, max_episode_tokens)
+        hook = {} if decode_hook is None else {"decode_hook": decode_hook}
+        return run_groups(engine, tasks, group_size, params, seed, first_group_id, max_episode_tokens, **hook)
     episodes = []
     for index, task in enumerate(tasks):
         for _ in range(group_size):

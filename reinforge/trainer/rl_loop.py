@@ -50,7 +50,6 @@ from reinforge.trainer.pf_ppo_step import pf_ppo_batch
 from reinforge.trainer.policy import Policy, PolicyModels, for_policies, metric_prefix, owner
 from reinforge.trainer.kl_coefficient import StepKLCoefficient
 from reinforge.learner.policy_objective import adaptive_entropy_coef, make_policy_objective
-from reinforge.tasks.task_sampler import TaskSampler
 from reinforge.trainer.zero_reward import zero_reward_warning
 from reinforge.values.curriculum_collector import CurriculumCollector
 from reinforge.values.curriculum_sampler import CurriculumSampler, group_abs_advantages, make_task_sampler
@@ -171,7 +170,7 @@ def run_rl(
     result = RLResult()
     eval_max_new = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
     pad = env.tokenizer.pad_token_id
-    heads = build_value_heads(cfg, first.model)  # success head / turn progress (None when off; one policy only)
+    heads = build_value_heads(cfg, {name: p.model for name, p in policies.items()})  # success head / turn progress (None when off)
     # Training-health detectors (monitor section; reinforge.monitors) read one policy's metric names;
     # with several (metrics under policy/<name>/) they do not run (monitor.action=warn only, preflight).
     health = HealthMonitor(cfg) if not several else None
@@ -219,7 +218,10 @@ def run_rl(
         cfg, engines, env, learners, scorer, sampler, params, max_episode_tokens, first_step
     )
     if heads is not None:  # under async it runs on the producer thread, beside the weights that sampled
-        schedule.collector = ValueHeadsCollector(schedule.collector, heads, cfg.rollout.group_size)
+        schedule.collector = ValueHeadsCollector(  # several policies: a success head each, on its own seats
+            schedule.collector, heads, cfg.rollout.group_size,
+            owner=lambda t, tasks_by_id: owner(t, tasks_by_id[t.task_id], env), prefix=lambda name: metric_prefix(name, several),
+        )
     if isinstance(sampler, CurriculumSampler):  # draws pinned to the sampling weights' version (async: the producer's)
         schedule.collector = CurriculumCollector(schedule.collector, sampler, schedule_lag(cfg), first_step)
     if resume_state is not None:

@@ -29,7 +29,7 @@ class ValueFeatureSpec:
     async_schedule: bool = True
     partial: bool = True
     dynamic_sampling: bool = True
-    in_process: bool = False  # needs engine.type=torch without Ray workers (a hook inside the decode loop)
+    decode_loop_envs: tuple[str, ...] = ()  # env.type values where it needs the in-process TorchEngine's decode loop
     async_in_process: bool = False  # ... under trainer.schedule=async only (the producer's own engine serves it)
     refusals: dict[str, str] = field(default_factory=dict)  # capability -> why not (and what to set)
 
@@ -49,8 +49,9 @@ SPECS = {
         "prompt_value.curriculum", "one prompt, one outcome per episode", only_envs=ONE_OUTCOME_ENVS,
     ),
     "success_head": ValueFeatureSpec(
-        # Multi-turn: the head reads the final turn's response (the one the verifier checks).
-        "success_head.enabled=true", "one episode's turns in one trajectory", refused_envs=SPLIT_EPISODES,
+        # Multi-turn: the head reads the final turn's response (the one the verifier checks); a game: each
+        # seat's final turn with the seat's outcome; a gateway agent: each piece's final turn with the episode's.
+        "success_head.enabled=true", "a trajectory's final turn and its outcome",
         # Async: the head reads the sampling policy's logits from the producer's own in-process engine.
         async_in_process=True,
         refusals={"engine": "under trainer.schedule=async it reads the sampling weights' logits from the in-process "
@@ -60,7 +61,14 @@ SPECS = {
         # On the in-process TorchEngine a single-turn call is pruned inside its decode loop; other engines (vLLM,
         # Ray workers), multi-turn episodes and partial rollouts are sampled in chunks checked between them
         # (reinforge.rollout.pruned_sampling), with the policy's logits from the in-process model of the same version.
-        "success_head.prune=true", "one episode's turns in one trajectory", refused_envs=SPLIT_EPISODES,
+        # A game or a gateway episode is pruned whole, inside the decode loop (reinforge.values.rollout_pruning: units).
+        "success_head.prune=true", "one episode's turns in one trajectory, or a game or agent episode whole",
+        decode_loop_envs=SPLIT_EPISODES,
+        refusals={
+            "decode_loop": "a game or a gateway agent samples its own moves and replies, and only our in-process PyTorch engine's "
+            "decode loop lets it prune a whole game or episode (not built for chunked sampling): use engine.type=torch, "
+            "workers.workers=0 and trainer.partial_rollouts=false, or success_head.prune=false",
+        },
     ),
     "progress": ValueFeatureSpec(
         "progress.enabled=true", "a multi-turn episode's turns in one trajectory", refused_envs=("single_turn", *SPLIT_EPISODES),
@@ -94,6 +102,8 @@ def check_value_capabilities(cfg: Config) -> None:
         if cfg.algo.dynamic_sampling and not spec.dynamic_sampling:
             raise ConfigError(f"{what} with algo.dynamic_sampling=true: {spec.refusals['dynamic_sampling']}")
         in_process = cfg.engine.type == "torch" and cfg.workers.workers == 0
-        if (spec.in_process or (spec.async_in_process and t.schedule == "async")) and not in_process:
+        if env in spec.decode_loop_envs and (not in_process or t.partial_rollouts):
+            raise ConfigError(f"{what} with env.type={env}: {spec.refusals['decode_loop']}")
+        if spec.async_in_process and t.schedule == "async" and not in_process:
             where = f"engine.type={cfg.engine.type}" if cfg.engine.type != "torch" else f"workers.workers={cfg.workers.workers} (Ray rollout workers)"
             raise ConfigError(f"{what} with {where}: {spec.refusals['engine']}")

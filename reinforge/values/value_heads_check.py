@@ -6,6 +6,7 @@ from __future__ import annotations
 from reinforge.algos.advantages import get_estimator
 from reinforge.config import Config, ConfigError
 from reinforge.engines.torch_engine import MAX_BATCH_SIZE
+from reinforge.learner.success_head_learner import check_interval
 from reinforge.values.capabilities import check_value_capabilities
 
 
@@ -29,9 +30,10 @@ def check_value_heads(cfg: Config) -> None:
                 f"success_head.prune=true samples all {rows} rows of a step (rollout.prompts_per_step x rollout.group_size) in one "
                 f"engine batch, at most {MAX_BATCH_SIZE}; lower one of them"
             )
-        if s.check_every >= cfg.rollout.max_new_tokens:
+        every = check_interval(s.check_every, cfg.rollout.max_new_tokens)
+        if every >= cfg.rollout.max_new_tokens:
             raise ConfigError(
-                f"success_head.check_every={s.check_every} is not below rollout.max_new_tokens={cfg.rollout.max_new_tokens}: "
+                f"success_head.check_every={every} is not below rollout.max_new_tokens={cfg.rollout.max_new_tokens}: "
                 "no pruning check would ever run; lower it"
             )
     if p.enabled:

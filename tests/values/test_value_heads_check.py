@@ -14,7 +14,9 @@ PRUNE = ["success_head.enabled=true", "success_head.prune=true"]
     "overrides, message",
     [
         (["success_head.prune=true"], "set success_head.enabled=true"),
-        (["success_head.enabled=true", "env.type=gateway"], "env.type=gateway is not supported"),
+        ([*PRUNE, "env.type=game", "engine.type=vllm"], "only our in-process PyTorch engine's decode loop"),
+        ([*PRUNE, "env.type=gateway", "workers.workers=1"], "only our in-process PyTorch engine's decode loop"),
+        ([*PRUNE, "env.type=game", "trainer.partial_rollouts=true", "algo.tis_cap=2.0"], "only our in-process PyTorch engine's decode loop"),
         (["success_head.enabled=true", "trainer.schedule=async", "algo.tis_cap=2.0", "engine.type=vllm"], "reads the sampling weights' logits"),
         ([*PRUNE, "success_head.min_group_size=9"], "exceeds rollout.group_size=8"),
         ([*PRUNE, "rollout.prompts_per_step=128"], "at most 512"),
@@ -47,6 +49,9 @@ def test_supported_settings_pass() -> None:
     check_value_heads(load_config("default", [*PRUNE, "workers.workers=2"]))
     check_value_heads(load_config("default", [*PRUNE, "env.type=tool"]))
     check_value_heads(load_config("default", [*PRUNE, "env.type=tool", "progress.enabled=true", "algo.advantage=turn_rloo"]))
+    # Games and gateway agents: each seat's / piece's final turn trains the head; a game or an episode is pruned whole.
+    for env in ("game", "gateway"):
+        check_value_heads(load_config("default", [*PRUNE, f"env.type={env}"]))
     check_value_heads(load_config("default", ["success_head.enabled=true", "trainer.partial_rollouts=true", "algo.tis_cap=2.0"]))
     check_value_heads(load_config("default", ["progress.enabled=true", "env.type=tool", "algo.advantage=turn_rloo", "trainer.schedule=async", "algo.tis_cap=2.0"]))
     check_value_heads(load_config("default", ["progress.enabled=true", "env.type=tool", "algo.advantage=turn_rloo", "trainer.partial_rollouts=true", "algo.tis_cap=2.0"]))
