@@ -19,12 +19,14 @@ Opponent pool: a game's pool seats are drawn when the game is set up, as in whol
 member that leaves the pool while a paused game seats it stays retired until that game ends
 (`OpponentPool.pin`), and the policy's result against it is recorded when the game ends.
 
-Checkpoints: a paused game is plain data (its referee, RNG and streams pickle as they are), so it
-goes into the checkpoint with the partial-rollout pool and resumes exactly.
+Checkpoints: a paused game is data (its referee's state, RNG and streams pickle as they are; the
+game's rules are left out and put back from the game registry), so it goes into the checkpoint
+with the partial-rollout pool and resumes exactly.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -54,6 +56,13 @@ class PausedGame:
     @property
     def done(self) -> bool:
         return self.run.match.over
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["run"] = copy.copy(self.run)
+        state["run"].match = copy.copy(self.run.match)
+        state["run"].match.game = None  # the rules, with caches of their own (minimax); `GameRounds.restore` puts them back
+        return state
 
 
 def engine_version(engine: Engine | Mapping[str, Engine]) -> int:
@@ -88,7 +97,7 @@ class GameRounds:
         for group in groups:
             if group.start_index is None and not group.complete:
                 group.start_index = weights_index
-        taking_part = {id(g) for group in groups for g in group.episodes if not g.done}
+        taking_part: set[int] = set()  # games in an engine call of this round
         rows_sent = resumed = aborted = 0
         call = 0
         while not quota_met(groups, need, must_finish):
@@ -115,6 +124,7 @@ class GameRounds:
                     sampler, seat_rows, groups, params, player_seed(turn_seed(seed, call), who, policy_index), need, must_finish,
                 )
                 rows_sent += len(rows)
+                taking_part.update(id(game) for _, game in rows)
                 resumed += sum(game.rounds > 0 and call == 0 for _, game in rows)
                 aborted += cut
                 for i in done:
@@ -158,5 +168,8 @@ class GameRounds:
         return out
 
     def restore(self, group: PartialGroup) -> None:
-        pass  # a paused game is plain data; the frozen members' lane is made on its first call
+        """The rules back into each game loaded from a checkpoint (the rest is data); the frozen
+        members' lane is made on its first call."""
+        for game in group.episodes:
+            game.run.match.game = self.env.game(group.task.metadata["game"])
 
