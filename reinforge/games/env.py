@@ -136,6 +136,16 @@ class GameEnv(ChatGameEnv):
         return GameRun(task, group_id, list(meta["seats"]), new_match(game, rules, deal_rng), rng,
                        policies=trainable_players(task))
 
+    def new_group(self, task: Task, group_id: int, group_size: int, tag: str, engine: Engine) -> list[GameRun]:
+        """The games of one group of `task`, set up (pool seats drawn) but not started: partial
+        rollouts play them over several rounds (reinforge.games.partial_play)."""
+        runs = [
+            self.new_run(task, group_id, f"{task.metadata['game_seed']}-{tag}-{k}")
+            for k in range(games_per_group(task, group_size))
+        ]
+        self.seat_pool_members(runs, engine)
+        return runs
+
     def play(
         self, engine: Engine | Mapping[str, Engine], tasks: list[Task], games: list[int], params: SamplingParams, seed: int | None,
         first_group_id: int, max_episode_tokens: int | None, tag: str,

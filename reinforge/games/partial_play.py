@@ -30,8 +30,9 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 from reinforge.engines.base import Engine, SamplingParams
-from reinforge.games.env import GameEnv, games_per_group
 from reinforge.games.play import GameRun, calls_by_player, player_seed
 from reinforge.games.pool import is_member
 from reinforge.rollout.episodes import turn_seed
@@ -39,6 +40,9 @@ from reinforge.rollout.partial import PartialEpisode, PartialGroup, RoundStats
 from reinforge.rollout.partial_turns import continue_turns, quota_met, whole_turn
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
+
+if TYPE_CHECKING:  # the game env makes its GameRounds (GameEnv.partial_rounds)
+    from reinforge.games.env import GameEnv
 
 
 @dataclass
@@ -78,11 +82,7 @@ class GameRounds:
 
     def start_group(self, task: Task, key: int, group_size: int, engine: Engine | Mapping[str, Engine]) -> PartialGroup:
         """The group's games, set up (the pool seats drawn, the fixed players' first moves made)."""
-        runs = [
-            self.env.new_run(task, key, f"{task.metadata['game_seed']}-partial-{key}-{k}")
-            for k in range(games_per_group(task, group_size))
-        ]
-        self.env.seat_pool_members(runs, engine)  # (a no-op without a pool)
+        runs = self.env.new_group(task, key, group_size, f"partial-{key}", engine)
         version = engine_version(engine)
         games = []
         for run in runs:
