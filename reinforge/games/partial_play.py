@@ -29,7 +29,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
 
 from reinforge.engines.base import Engine, SamplingParams
