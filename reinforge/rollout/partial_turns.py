@@ -143,7 +143,7 @@ def sample_turns(
     for group in groups:
         if group.start_index is None and not group.complete:
             group.start_index = weights_index
-    taking_part = {id(e) for g in groups for e in g.episodes if not e.done}
+    taking_part: set[int] = set()  # episodes in an engine call of this round (a round may need none)
     rows_sent = resumed = aborted = 0
     call = 0
     with ThreadPoolExecutor(max_workers=env_workers) as pool:
@@ -156,6 +156,7 @@ def sample_turns(
             )
             call += 1
             rows_sent += len(rows)
+            taking_part.update(id(e) for _, e in rows)
             resumed += sum(e.rounds > 0 and call == 1 for _, e in rows)
             aborted += cut
             finished = [rows[i][1] for i in done]

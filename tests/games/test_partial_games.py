@@ -142,6 +142,11 @@ def test_resumed_turns_carry_the_newer_version_and_the_trajectory_its_oldest(tok
             mixed += len(set(sampled)) > 1
             mixed_turns += any(len(set(trajectory.token_versions[a:b])) > 1 for a, b in trajectory.turn_spans)
     assert cut_mid_turn and mixed > 0 and mixed_turns > 0, (len(cut_mid_turn), mixed, mixed_turns)
+    rounds_before = [game.rounds for g in groups for game in g.episodes]
+    fresh = rounds.start_group(TASKS[0], len(groups), 2, engine)
+    stats = rounds.sample(engine, [*groups, fresh], params, 5, 2, len(groups), [False] * (len(groups) + 1))
+    assert stats.rows == 0 and fresh.episodes[0].rounds == 0  # the quota was met already: nothing sampled, nothing "resumed"
+    assert [game.rounds for g in groups for game in g.episodes] == rounds_before
 
 
 def test_a_member_leaving_the_pool_stays_while_a_paused_game_seats_it() -> None:
