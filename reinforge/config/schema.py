@@ -338,7 +338,7 @@ class TrainerConfig(Section):
         1, ge=0, description="k: no trained token was sampled by weights more than k versions (RL steps) older than the learner's; async samples step s with version s-1-k (s-k with partial rollouts); async with k=0 is exactly sync."
     )
     partial_rollouts: bool = Field(
-        False, description="APRIL: start trainer.overprovision x the groups a step needs, stop sampling once enough groups are complete, resume the unfinished ones with newer weights next step; a multi-turn episode (tool env, text games) keeps its env state and resumes mid-turn or at its next turn (not env.type=game or gateway)."
+        False, description="APRIL: start trainer.overprovision x the groups a step needs, stop sampling once enough groups are complete, resume the unfinished ones with newer weights next step; a multi-turn episode (tool env, text games) keeps its env state and resumes mid-turn or at its next turn, a game (env.type=game) between moves or mid-turn (not env.type=gateway)."
     )
     overprovision: float = Field(1.5, ge=1, le=2, description="Groups in flight per step, as a multiple of rollout.prompts_per_step (partial rollouts only).")
 

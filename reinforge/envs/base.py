@@ -81,6 +81,11 @@ class Env(Protocol):
     # piece first (`Trajectory.episode_part`, rollout.episode_parts). Such an env may also have
     # `close()`, which the pipeline calls when the run ends (its server, its processes).
     #
+    # Optional: `partial_rounds(max_episode_tokens, env_workers) -> PartialRounds`: how the env's
+    # episodes pause and resume under trainer.partial_rollouts when the rollout loop does not
+    # drive them turn by turn (reinforge.rollout.partial.PartialRounds; the game env's is
+    # reinforge.games.partial_play.GameRounds). Without it an env with `run_groups` is refused.
+    #
     # Optional: `after_step(step, engine) -> dict[str, float]`, called by the RL loop after each
     # update (the engine holds the new weights), its metrics logged with the step; and
     # `state_dict()` / `load_state_dict(state)`, the env's own state across steps, saved in every

@@ -26,7 +26,7 @@ from reinforge.envs.chat_game_env import ChatGameEnv
 from reinforge.games.game import Game
 from reinforge.games.match import MatchRules, new_match
 from reinforge.games.play import POLICY, GameRun, play_games
-from reinforge.games.pool import POOL, OpponentPool, OpponentPoolSpec
+from reinforge.games.pool import POOL, OpponentPool, OpponentPoolSpec, is_member
 from reinforge.games.registry import get_game
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
@@ -96,7 +96,7 @@ class GameEnv(ChatGameEnv):
         if self.pool is not None and state is not None:
             self.pool.load_state_dict(state["opponent_pool"])
 
-    def _seat_pool_members(self, runs: list[GameRun], engine: Engine) -> dict | None:
+    def seat_pool_members(self, runs: list[GameRun], engine: Engine) -> dict | None:
         """Each `pool` seat gets a member drawn now; returns the members' engines (None without a pool)."""
         if self.pool is None or not any(POOL in run.players for run in runs):
             return None
@@ -136,6 +136,16 @@ class GameEnv(ChatGameEnv):
         return GameRun(task, group_id, list(meta["seats"]), new_match(game, rules, deal_rng), rng,
                        policies=trainable_players(task))
 
+    def new_group(self, task: Task, group_id: int, group_size: int, tag: str, engine: Engine) -> list[GameRun]:
+        """The games of one group of `task`, set up (pool seats drawn) but not started: partial
+        rollouts play them over several rounds (reinforge.games.partial_play)."""
+        runs = [
+            self.new_run(task, group_id, f"{task.metadata['game_seed']}-{tag}-{k}")
+            for k in range(games_per_group(task, group_size))
+        ]
+        self.seat_pool_members(runs, engine)
+        return runs
+
     def play(
         self, engine: Engine | Mapping[str, Engine], tasks: list[Task], games: list[int], params: SamplingParams, seed: int | None,
         first_group_id: int, max_episode_tokens: int | None, tag: str, decode_hook=None,
@@ -151,16 +161,34 @@ class GameEnv(ChatGameEnv):
             for i, task in enumerate(tasks)
             for k in range(games[i])
         ]
-        frozen = self._seat_pool_members(runs, engine)
+        frozen = self.seat_pool_members(runs, engine)
         hook = {} if decode_hook is None else {"decode_hook": decode_hook}
         version = play_games(engine, self.chat, self.decode_response, runs, params, seed, max_episode_tokens, frozen, **hook)
         if frozen is not None:
             for run in runs:
-                policy = run.players.index(POLICY)
-                for who in run.players:
-                    if who in frozen:
-                        self.pool.record(who, run.match.outcome(policy))
+                self.record_pool_result(run)
         return runs, version
+
+    def record_pool_result(self, run: GameRun) -> None:
+        """The policy's outcome against each pool member seated in the finished game `run`."""
+        policy = run.players.index(POLICY)
+        for who in run.players:
+            if is_member(who):
+                self.pool.record(who, run.match.outcome(policy))
+
+    def frozen_engine(self, name: str, engine: Engine) -> Engine:
+        """The engine of pool member `name` (retired or not), through the lane of `engine`'s model."""
+        from reinforge.games.frozen_players import FrozenPlayers
+
+        if self._frozen is None:
+            self._frozen = FrozenPlayers(self.pool, engine)
+        return self._frozen.engine(name)
+
+    def partial_rounds(self, max_episode_tokens: int | None, env_workers: int):
+        """Partial rollouts of games (trainer.partial_rollouts; reinforge.games.partial_play)."""
+        from reinforge.games.partial_play import GameRounds
+
+        return GameRounds(self, max_episode_tokens)
 
     def run_groups(
         self, engine: Engine | Mapping[str, Engine], tasks: list[Task], group_size: int, params: SamplingParams, seed: int | None,

@@ -38,6 +38,10 @@ class FrozenPlayers:
     def engines(self) -> dict[str, MemberEngine]:
         return {m.name: MemberEngine(self, m.name) for m in self.pool.members}
 
+    def engine(self, name: str) -> MemberEngine:
+        """Member `name`'s engine, also once it retired from the pool (a paused game still seats it)."""
+        return MemberEngine(self, name)
+
 
 class MemberEngine:
     """One pool member as an Engine for play_games: its weights, the pool's lane."""
@@ -45,6 +49,7 @@ class MemberEngine:
     def __init__(self, players: FrozenPlayers, name: str):
         self.players, self.name = players, name
 
-    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int | None = None) -> list[Generation]:
+    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int | None = None, **options) -> list[Generation]:
+        """`options`: the Engine protocol's others (partial rollouts' budgets and stop rule)."""
         self.players._load(self.name)
-        return self.players.lane.generate(prompts, params, seed=seed)
+        return self.players.lane.generate(prompts, params, seed=seed, **options)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from reinforge.engines.base import Engine, Generation, SamplingParams
 from reinforge.engines.decode_hook import GroupedDecodeHook, RowGroups
@@ -44,6 +45,7 @@ from reinforge.tasks.task import Task
 
 POLICY = "policy"
 PRUNED = "pruned"  # the finish reason of a game rollout pruning stopped (and of its seats' trajectories)
+T = TypeVar("T")
 
 
 
@@ -101,6 +103,34 @@ class GameRun:
         while not self.match.over and not self.plays_by_model(self.players[self.match.to_move]):
             seat = self.match.to_move
             self.match.submit(seat, OPPONENTS[self.players[seat]](self.match.game, self.match.state, seat, self.rng))
+
+    def ask_to_move(self, chat: ChatFormat, max_episode_tokens: int | None) -> int | None:
+        """Show the seat to move its message (appended to its stream); returns how many tokens it
+        took, or None when there was no room left for it and a reply (the game is cut)."""
+        seat = self.match.to_move
+        stream, text = self.streams[seat], self.match.message(seat)
+        message = [{"role": "user", "content": text}]
+        ids = chat.observation_ids(message) if stream.token_ids else chat.prompt_ids(message)
+        if max_episode_tokens is not None and len(stream.token_ids) + len(ids) >= max_episode_tokens:
+            self.match.cut("max_tokens")  # no room left for this message and a reply
+            return None
+        stream.observe(ids, text)
+        return len(ids)
+
+    def take_turn(self, seat: int, generation: Generation, text: str, max_episode_tokens: int | None) -> int:
+        """The seat's sampled turn goes to its stream and, as its move, to the referee; the fixed
+        players answer. Returns how many of the turn's tokens the stream kept (a cut turn keeps fewer)."""
+        stream = self.streams[seat]
+        before = len(stream.token_ids)
+        fits = stream.add_turn(generation, text, max_episode_tokens)
+        if generation.finish_reason == PRUNED:  # the game leaves the loss: no move, no result
+            self.match.cut(PRUNED)
+            return len(stream.token_ids) - before
+        self.match.submit(seat, text)
+        if not fits:
+            self.match.cut("max_tokens")
+        self.answer_fixed_players()
+        return len(stream.token_ids) - before
 
     def trajectories(self, chat: ChatFormat, version: int | Mapping[str, int]) -> list[Trajectory]:
         """One per policy seat, in seat order; a seat that never got to move (the other player
@@ -174,6 +204,30 @@ def game_rows(runs: list[GameRun], asked: list[GameRun]) -> RowGroups:
     return RowGroups([run.group_id for run in asked], [id(run) for run in asked], elsewhere)
 
 
+def calls_by_player(
+    asking: list[tuple[str, T]], engine: Engine | Mapping[str, Engine], frozen: Mapping[str, Engine] | None,
+) -> list[tuple[str, Engine, int, list[T]]]:
+    """The round's engine calls, from its rows (the player to move, the row): (player, its engine,
+    its index among the trainable policies, its rows in order), the trainable policies first, in
+    their order, then the frozen players."""
+    engines = engine if isinstance(engine, Mapping) else None
+    by_player: dict[str, list[T]] = {}
+    for who, row in asking:
+        by_player.setdefault(who, []).append(row)
+    policy_order = list(engines) if engines is not None else [POLICY]
+    out = []
+    for who, rows in sorted(by_player.items(), key=lambda item: is_pool_member(item[0])):
+        index = policy_order.index(who) if who in policy_order else 0
+        if is_pool_member(who):
+            sampler = (frozen or {}).get(who)
+            if sampler is None:
+                raise RuntimeError(f"no engine for the frozen player {who!r} (play_games(frozen=...))")
+        else:
+            sampler = engines[who] if engines is not None else engine
+        out.append((who, sampler, index, rows))
+    return out
+
+
 def play_games(
     engine: Engine | Mapping[str, Engine],
     chat: ChatFormat,
@@ -190,37 +244,14 @@ def play_games(
     every policy seat, or, as a mapping, each trainable policy's seats are sampled by that policy's
     engine; `frozen` maps each frozen player (pool member) seated in `runs` to its engine.
     `decode_hook` (rollout pruning): the trainable policies' hook, or each policy's by name."""
-    engines = engine if isinstance(engine, Mapping) else None
     versions: list[int] = []
     for run in runs:
         run.answer_fixed_players()
     live = [run for run in runs if not run.match.over]
     round_ = 0
     while live:
-        asking: list[tuple[GameRun, int]] = []
-        for run in live:
-            seat = run.match.to_move
-            stream, text = run.streams[seat], run.match.message(seat)
-            message = [{"role": "user", "content": text}]
-            ids = chat.observation_ids(message) if stream.token_ids else chat.prompt_ids(message)
-            if max_episode_tokens is not None and len(stream.token_ids) + len(ids) >= max_episode_tokens:
-                run.match.cut("max_tokens")  # no room left for this message and a reply
-                continue
-            stream.observe(ids, text)
-            asking.append((run, seat))
-        by_player: dict[str, list[tuple[GameRun, int]]] = {}
-        for run, seat in asking:
-            by_player.setdefault(run.players[seat], []).append((run, seat))
-        # the trainable policies first, in their order, then the frozen players
-        policy_order = list(engines) if engines is not None else [POLICY]
-        for who, calls in sorted(by_player.items(), key=lambda item: is_pool_member(item[0])):
-            index = policy_order.index(who) if who in policy_order else 0
-            if is_pool_member(who):
-                sampler = (frozen or {}).get(who)
-                if sampler is None:
-                    raise RuntimeError(f"no engine for the frozen player {who!r} (play_games(frozen=...))")
-            else:
-                sampler = engines[who] if engines is not None else engine
+        asking = [(run, run.match.to_move) for run in live if run.ask_to_move(chat, max_episode_tokens) is not None]
+        for who, sampler, index, calls in calls_by_player([(run.players[seat], (run, seat)) for run, seat in asking], engine, frozen):
             hook = {}
             if decode_hook is not None and not is_pool_member(who):
                 own = decode_hook.get(who) if isinstance(decode_hook, Mapping) else decode_hook
@@ -233,15 +264,7 @@ def play_games(
             if not is_pool_member(who):
                 versions += [g.policy_version for g in generations]
             for (run, seat), generation in zip(calls, generations):
-                text = decode(generation.token_ids)
-                fits = run.streams[seat].add_turn(generation, text, max_episode_tokens)
-                if generation.finish_reason == PRUNED:  # the game leaves the loss: no move, no result
-                    run.match.cut(PRUNED)
-                    continue
-                run.match.submit(seat, text)
-                if not fits:
-                    run.match.cut("max_tokens")
-                run.answer_fixed_players()
+                run.take_turn(seat, generation, decode(generation.token_ids), max_episode_tokens)
         round_ += 1
         live = [run for run in live if not run.match.over]
     # No policy turn sampled (a frozen player forfeited first): the engine's current version.

@@ -87,6 +87,10 @@ class OpponentPool:
         self.spec = spec
         self.members: list[PoolMember] = []
         self.rng = random.Random(f"opponent-pool-{seed}")
+        # Members that left the pool while a paused game (partial rollouts) still seats them: kept
+        # out of the draws, only to finish those games (`pin`).
+        self.retired: list[PoolMember] = []
+        self.pinned: set[str] = set()
 
     def due(self, step: int) -> bool:
         return step % self.spec.every == 0
@@ -96,10 +100,18 @@ class OpponentPool:
         weights a lane loads); the oldest member leaves when the pool is full."""
         weights = {k: v.detach().to("cpu", copy=True) for k, v in merged_state_dict(model).items()}
         self.members = [m for m in self.members if m.step != step] + [PoolMember(step, weights)]
-        del self.members[: max(0, len(self.members) - self.spec.size)]
+        leaving = self.members[: max(0, len(self.members) - self.spec.size)]
+        del self.members[: len(leaving)]
+        self.retired += [m for m in leaving if m.name in self.pinned]
+
+    def pin(self, names: set[str]) -> None:
+        """The members the paused games seat (partial rollouts): one of them leaving the pool stays
+        retired until no paused game seats it."""
+        self.pinned = set(names)
+        self.retired = [m for m in self.retired if m.name in self.pinned]
 
     def member(self, name: str) -> PoolMember:
-        for m in self.members:
+        for m in self.members + self.retired:
             if m.name == name:
                 return m
         raise KeyError(f"{name} is not in the opponent pool ({[m.name for m in self.members]})")
@@ -142,8 +154,13 @@ class OpponentPool:
         }
 
     def state_dict(self) -> dict:
-        return {"members": [asdict(m) for m in self.members], "rng": self.rng.getstate()}
+        state = {"members": [asdict(m) for m in self.members], "rng": self.rng.getstate()}
+        if self.pinned:  # partial rollouts: the paused games' members
+            state.update(retired=[asdict(m) for m in self.retired], pinned=sorted(self.pinned))
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.members = [PoolMember(**m) for m in state["members"]]
         self.rng.setstate(state["rng"])
+        self.retired = [PoolMember(**m) for m in state.get("retired", [])]
+        self.pinned = set(state.get("pinned", []))

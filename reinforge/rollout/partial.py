@@ -13,12 +13,15 @@ This module holds one round of sampling (`sample_round`) and the types it works 
 are started, which must finish and which are trained is the trainer's choice
 (`reinforge.trainer.partial_collect`). The round's stop rule is a `GroupQuota`, which Ray
 rollout workers split into one rule per worker over whole groups. Multi-turn episodes, whose env
-state is carried across rounds too, are `reinforge.rollout.partial_turns`.
+state is carried across rounds too, are `reinforge.rollout.partial_turns`; games, whose seats take
+turns, `reinforge.games.partial_play`. Each kind is a `PartialRounds`: how its groups start, how
+a round advances them, and what trajectories a complete group gives.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
@@ -176,6 +179,51 @@ def sample_round(
         else:
             episode.finish_reason = generation.finish_reason
     return RoundStats(len(rows), resumed, aborted)
+
+
+class PartialRounds(Protocol):
+    """One kind of episode under partial rollouts (single-turn, multi-turn, games)."""
+
+    def start_group(self, task: Task, key: int, group_size: int, engine: Engine) -> PartialGroup:
+        """A new group of `task`, nothing sampled yet (`engine`: the one its first round will use)."""
+        ...
+
+    def sample(
+        self, engine, groups: list[PartialGroup], params: SamplingParams, seed: int | None, weights_index: int,
+        need: int, must_finish: list[bool], pruner: PrefixPruner | None = None,
+    ) -> RoundStats:
+        """Advance `groups` in place until `need` are complete and every must-finish one is (or,
+        for a one-call round, until the engine stops by that rule); `pruner`: rollout pruning's
+        checks between chunks of sampling (reinforge.rollout.pruned_sampling), where the kind serves it."""
+        ...
+
+    def trajectories(self, group: PartialGroup, group_id: int) -> list[Trajectory]:
+        """The complete group's trajectories, each token tagged with its policy version."""
+        ...
+
+    def restore(self, group: PartialGroup) -> None:
+        """Bring a group loaded from a checkpoint back to life (live objects are not saved)."""
+        ...
+
+
+class SingleTurnRounds:
+    """Single-turn episodes: a round is one engine call (`sample_round`)."""
+
+    def __init__(self, env: Env):
+        self.env = env
+
+    def start_group(self, task: Task, key: int, group_size: int, engine: Engine) -> PartialGroup:
+        prompt = self.env.episode().reset(task)
+        return PartialGroup(task, key, list(prompt), [PartialEpisode() for _ in range(group_size)])
+
+    def sample(self, engine, groups, params, seed, weights_index, need, must_finish, pruner=None) -> RoundStats:
+        return sample_round(engine, groups, params, seed, weights_index, need, must_finish, pruner)
+
+    def trajectories(self, group: PartialGroup, group_id: int) -> list[Trajectory]:
+        return group_trajectories(self.env, group, group_id)
+
+    def restore(self, group: PartialGroup) -> None:
+        pass
 
 
 def group_trajectories(env: Env, group: PartialGroup, group_id: int) -> list[Trajectory]:

@@ -82,9 +82,62 @@ def rebuild_env(env: Env, episode: TurnEpisode) -> None:
     episode.running.env = episode_env
 
 
-def _quota_met(groups: list[PartialGroup], need: int, must_finish: list[bool]) -> bool:
+def quota_met(groups: list[PartialGroup], need: int, must_finish: list[bool]) -> bool:
     complete = [g.complete for g in groups]
     return sum(complete) >= need and all(c for c, must in zip(complete, must_finish) if must)
+
+
+def continue_turns(
+    engine: Engine,
+    rows: list[tuple[int, list[int], PartialEpisode]],
+    groups: list[PartialGroup],
+    params: SamplingParams,
+    seed: int | None,
+    need: int,
+    must_finish: list[bool],
+    pruner: PrefixPruner | None = None,
+) -> tuple[list[int], int]:
+    """One engine call that continues the current turn of each row (group index, the tokens before
+    the turn, the turn so far), in place: a turn cut short earlier resumes from its tokens with
+    what is left of its `max_new_tokens`. The call stops by the round's `GroupQuota` (a row whose
+    turn finishes counts as a finished episode of its group, the most its env could make of it);
+    returns the indices of the rows whose turn finished, and how many came back aborted. Shared by
+    the multi-turn episodes here and the games' seats (reinforge.games.partial_play). With a
+    `pruner` the call is sampled in chunks checked by it (reinforge.rollout.pruned_sampling); a
+    pruned turn finishes ("pruned")."""
+    prompts = [before + turn.token_ids for _, before, turn in rows]
+    budgets = [params.max_new_tokens - len(turn.token_ids) for _, _, turn in rows]
+    stop_when = GroupQuota(
+        group_of_row=torch.tensor([g for g, _, _ in rows]),
+        done_before=torch.tensor([sum(e.done for e in group.episodes) for group in groups]),
+        sizes=torch.tensor([len(group.episodes) for group in groups]),
+        must=torch.tensor(must_finish, dtype=torch.bool),
+        need=need,
+    )
+    if pruner is None:
+        generations = engine.generate(prompts, params, seed=seed, budgets=budgets, stop_when=stop_when)
+    else:
+        generations = generate_pruned(
+            engine, prompts, params, seed, pruner, live_members(groups), settled_members(groups), budgets,
+            [turn.logprobs for _, _, turn in rows], stop_when,
+        )
+    finished, aborted = [], 0
+    for i, ((_, _, turn), generation) in enumerate(zip(rows, generations)):
+        turn.token_ids += generation.token_ids
+        turn.logprobs += generation.logprobs
+        turn.versions += [generation.policy_version] * len(generation.token_ids)
+        turn.errors += generation.errors
+        if generation.finish_reason == "aborted":
+            aborted += 1
+        else:
+            turn.finish_reason = generation.finish_reason
+            finished.append(i)
+    return finished, aborted
+
+
+def whole_turn(turn: PartialEpisode) -> Generation:
+    """A finished turn as one generation, as if sampled in one call: its oldest token's version."""
+    return Generation(turn.token_ids, turn.logprobs, turn.finish_reason, min(turn.versions, default=0), turn.errors)
 
 
 def sample_turns(
@@ -108,49 +161,25 @@ def sample_turns(
     for group in groups:
         if group.start_index is None and not group.complete:
             group.start_index = weights_index
-    taking_part = {id(e) for g in groups for e in g.episodes if not e.done}
+    taking_part: set[int] = set()  # episodes in an engine call of this round (a round may need none)
     rows_sent = resumed = aborted = 0
     call = 0
     with ThreadPoolExecutor(max_workers=env_workers) as pool:
-        while not _quota_met(groups, need, must_finish):
+        while not quota_met(groups, need, must_finish):
             rows = [(g, e) for g, group in enumerate(groups) for e in group.episodes if not e.done]
             if not rows:  # fewer groups than `need`: the caller's bug, but no reason to loop
                 break
-            prompts = [e.running.token_ids + e.turn.token_ids for _, e in rows]
-            budgets = [params.max_new_tokens - len(e.turn.token_ids) for _, e in rows]
-            stop_when = GroupQuota(
-                group_of_row=torch.tensor([g for g, _ in rows]),
-                done_before=torch.tensor([sum(e.done for e in group.episodes) for group in groups]),
-                sizes=torch.tensor([len(group.episodes) for group in groups]),
-                must=torch.tensor(must_finish, dtype=torch.bool),
-                need=need,
+            done, cut = continue_turns(
+                engine, [(g, e.running.token_ids, e.turn) for g, e in rows], groups, params, turn_seed(seed, call), need, must_finish,
+                pruner,
             )
-            if pruner is None:
-                generations = engine.generate(prompts, params, seed=turn_seed(seed, call), budgets=budgets, stop_when=stop_when)
-            else:
-                generations = generate_pruned(
-                    engine, prompts, params, turn_seed(seed, call), pruner, live_members(groups), settled_members(groups), budgets,
-                    [e.turn.logprobs for _, e in rows], stop_when,
-                )
             call += 1
             rows_sent += len(rows)
+            taking_part.update(id(e) for _, e in rows)
             resumed += sum(e.rounds > 0 and call == 1 for _, e in rows)
-            finished = []
-            for (_, episode), generation in zip(rows, generations):
-                turn = episode.turn
-                turn.token_ids += generation.token_ids
-                turn.logprobs += generation.logprobs
-                turn.versions += [generation.policy_version] * len(generation.token_ids)
-                turn.errors += generation.errors
-                if generation.finish_reason == "aborted":
-                    aborted += 1
-                else:
-                    turn.finish_reason = generation.finish_reason
-                    finished.append(episode)
-            whole = [
-                Generation(e.turn.token_ids, e.turn.logprobs, e.turn.finish_reason, min(e.turn.versions, default=0), e.turn.errors)
-                for e in finished
-            ]
+            aborted += cut
+            finished = [rows[i][1] for i in done]
+            whole = [whole_turn(e.turn) for e in finished]
             texts = [env.decode_response(g.token_ids) for g in whole]
             starts = [len(e.running.token_ids) for e in finished]
             fits = [e.running.add_turn(g, text, max_episode_tokens) for e, g, text in zip(finished, whole, texts)]
@@ -181,3 +210,26 @@ def turn_group_trajectories(group: PartialGroup, group_id: int) -> list[Trajecto
         trajectory.token_versions = list(episode.versions)
         out.append(trajectory)
     return out
+
+
+class MultiTurnRounds:
+    """Multi-turn episodes the rollout loop drives turn by turn: a round is `sample_turns`."""
+
+    def __init__(self, env: Env, max_episode_tokens: int | None, env_workers: int):
+        self.env, self.max_episode_tokens, self.env_workers = env, max_episode_tokens, env_workers
+
+    def start_group(self, task: Task, key: int, group_size: int, engine: Engine) -> PartialGroup:
+        return start_group(self.env, task, key, group_size)
+
+    def sample(self, engine, groups, params, seed, weights_index, need, must_finish, pruner=None) -> RoundStats:
+        return sample_turns(
+            engine, self.env, groups, params, seed, weights_index, need, must_finish, self.max_episode_tokens, self.env_workers,
+            pruner,
+        )
+
+    def trajectories(self, group: PartialGroup, group_id: int) -> list[Trajectory]:
+        return turn_group_trajectories(group, group_id)
+
+    def restore(self, group: PartialGroup) -> None:
+        for episode in group.episodes:
+            rebuild_env(self.env, episode)

@@ -256,10 +256,10 @@ def check_schedule(cfg: Config) -> None:
         return
     if t.max_staleness < 1:
         raise ConfigError("trainer.partial_rollouts=true resumes unfinished responses with the next weights, which needs trainer.max_staleness >= 1")
-    if cfg.env.type in ("game", "gateway"):  # they run whole rollouts themselves (run_groups): nothing to pause
+    if cfg.env.type == "gateway":  # an agent program runs its episodes itself (run_groups): nothing to pause
         raise ConfigError(
-            f"trainer.partial_rollouts=true pauses episodes the rollout loop drives turn by turn (env.type=single_turn, tool, "
-            f"text_game, or your own Env); env.type={cfg.env.type} runs whole rollouts itself"
+            "trainer.partial_rollouts=true pauses episodes the rollout loop drives turn by turn (env.type=single_turn, tool, "
+            "text_game, game, or your own Env); env.type=gateway runs whole rollouts itself"
         )
     if cfg.algo.dynamic_sampling:
         raise ConfigError("trainer.partial_rollouts=true and algo.dynamic_sampling=true both decide which groups a step keeps; use one of them")

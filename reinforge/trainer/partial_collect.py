@@ -19,8 +19,10 @@ overprovision <= 2 the must-finish groups never outnumber the groups a step trai
 Multi-turn episodes (the tool env, text games: any env the rollout loop drives turn by turn) take
 the same path with a round of several engine calls, the env stepped between them; an episode
 carried over keeps its env state and transcript and resumes mid-turn or at its next turn
-(`reinforge.rollout.partial_turns`). Envs that run whole rollouts themselves (games, whose calls
-batch several seats per game; the gateway) are refused: their episodes cannot be paused from here.
+(`reinforge.rollout.partial_turns`). An env may bring its own kind of round (`partial_rounds`):
+games pause between moves or mid-turn, each seat sampled by its player's engine
+(`reinforge.games.partial_play`). The gateway, whose agent programs run whole episodes
+themselves, is refused: its episodes cannot be paused from here.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ import time
 from reinforge.engines.base import Engine, SamplingParams
 from reinforge.envs.base import Env
 from reinforge.rewards.scorer import RewardScorer
-from reinforge.rollout.partial import PartialEpisode, PartialGroup, group_trajectories, sample_round
-from reinforge.rollout.partial_turns import TurnEpisode, rebuild_env, sample_turns, start_group, turn_group_trajectories
+from reinforge.rollout.partial import PartialGroup, PartialRounds, SingleTurnRounds
+from reinforge.rollout.partial_turns import MultiTurnRounds
 from reinforge.trainer.collect import Collected, round_seed, step_seed
 from reinforge.tasks.task_sampler import TaskSampler
 
@@ -52,18 +54,22 @@ class PartialCollector:
         max_episode_tokens: int | None = None,
         env_workers: int = 8,
     ):
-        if getattr(env, "run_groups", None) is not None:  # preflight refuses it by the config; a Python caller gets the reason here
+        if hasattr(env, "partial_rounds"):  # an env with episodes of its own kind (games: reinforge.games.partial_play)
+            self.rounds: PartialRounds = env.partial_rounds(max_episode_tokens, env_workers)
+        elif getattr(env, "run_groups", None) is not None:  # preflight refuses it by the config; a Python caller gets the reason here
             raise ValueError(
-                "trainer.partial_rollouts=true needs an env whose episodes the rollout loop drives turn by turn; "
-                f"{type(env).__name__} runs whole rollouts itself (run_groups: games, the gateway)"
+                "trainer.partial_rollouts=true needs an env whose episodes can be paused; "
+                f"{type(env).__name__} runs whole rollouts itself (run_groups: the gateway)"
             )
+        elif env.max_turns > 1:
+            self.rounds = MultiTurnRounds(env, max_episode_tokens, env_workers)
+        else:  # single-turn keeps its one-call round (partial.sample_round)
+            self.rounds = SingleTurnRounds(env)
         self.env, self.scorer, self.sampler = env, scorer, sampler
         self.prompts, self.group_size, self.params = prompts, group_size, params
         self.in_flight = max(prompts, math.ceil(overprovision * prompts))
         self.max_staleness = max_staleness
         self.seed = seed
-        self.multi_turn = env.max_turns > 1  # single-turn keeps its one-call round (partial.sample_round)
-        self.max_episode_tokens, self.env_workers = max_episode_tokens, env_workers
         self.pool: list[PartialGroup] = []  # groups carried over, oldest first
         self.next_key = 0
         self.decode_hook = None  # set per step by rollout pruning (reinforge.values.value_heads): checks between chunks
@@ -73,24 +79,13 @@ class PartialCollector:
         `weights_index` (0: the initial weights), and the batch is trained by those of step-1."""
         fresh = self.sampler.next_batch(max(0, self.in_flight - len(self.pool)))
         for task in fresh:
-            if self.multi_turn:
-                self.pool.append(start_group(self.env, task, self.next_key, self.group_size))
-            else:
-                prompt = self.env.episode().reset(task)
-                episodes = [PartialEpisode() for _ in range(self.group_size)]
-                self.pool.append(PartialGroup(task, self.next_key, list(prompt), episodes))
+            self.pool.append(self.rounds.start_group(task, self.next_key, self.group_size, engine))
             self.next_key += 1
         # A group started after step a must be trained by step a+1+k: if that is this step, finish it now.
         must_finish = [g.start_index is not None and step - g.start_index > self.max_staleness for g in self.pool]
         t0 = time.perf_counter()
         seed = round_seed(step_seed(self.seed, step), 0)  # the seed `collect_groups` gives its first round
-        if self.multi_turn:
-            stats = sample_turns(
-                engine, self.env, self.pool, self.params, seed, weights_index, self.prompts, must_finish,
-                self.max_episode_tokens, self.env_workers, self.decode_hook,
-            )
-        else:
-            stats = sample_round(engine, self.pool, self.params, seed, weights_index, self.prompts, must_finish, self.decode_hook)
+        stats = self.rounds.sample(engine, self.pool, self.params, seed, weights_index, self.prompts, must_finish, self.decode_hook)
         t1 = time.perf_counter()
 
         complete = sorted((g for g in self.pool if g.complete), key=lambda g: (g.start_index, g.key))
@@ -101,10 +96,7 @@ class PartialCollector:
         if late:  # cannot happen with overprovision <= 2 (preflight); a bug if it does
             raise RuntimeError(f"partial rollouts: groups {late} would exceed trainer.max_staleness={self.max_staleness}")
 
-        trajectories = [
-            t for i, group in enumerate(chosen)
-            for t in (turn_group_trajectories(group, i) if self.multi_turn else group_trajectories(self.env, group, i))
-        ]
+        trajectories = [t for i, group in enumerate(chosen) for t in self.rounds.trajectories(group, i)]
         pruned = [t for t in trajectories if t.finish_reason == "pruned"]  # rollout pruning: not scored, not trained
         trajectories = [t for t in trajectories if t.finish_reason != "pruned"]
         tasks = {g.task.id: g.task for g in chosen}
@@ -124,7 +116,5 @@ class PartialCollector:
 
     def load_state_dict(self, state: dict) -> None:
         self.pool, self.next_key = list(state["pool"]), state["next_key"]
-        for group in self.pool:  # a multi-turn episode's env state is rebuilt from its turns (partial_turns)
-            for episode in group.episodes:
-                if isinstance(episode, TurnEpisode):
-                    rebuild_env(self.env, episode)
+        for group in self.pool:  # e.g. a multi-turn episode's env state is rebuilt from its turns (partial_turns)
+            self.rounds.restore(group)
