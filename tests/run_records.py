@@ -25,6 +25,8 @@ from safetensors.torch import load_file
 
 
 def is_timing(key: str) -> bool:
+    if key.startswith("policy/") and key.count("/") >= 2:  # one of several policies' own (policy/<name>/time/sft)
+        key = key.split("/", 2)[2]
     return key == "time" or key.startswith("time/") or "seconds" in key or key.endswith("per_s")
 
 

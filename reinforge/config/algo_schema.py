@@ -142,7 +142,7 @@ class AlgoConfig(Section):
     )
     pf_ppo_pow: float = Field(2.0, ge=0, description="Exponent of algo.pf_ppo=pow.")
     adaptive_entropy: bool = Field(
-        False, description="Adaptive entropy coefficient (Skywork-OR1; TRL use_adaptive_entropy): algo.entropy_coef is the start, raised by algo.entropy_coef_delta after an optimizer step whose entropy is at most algo.entropy_target, lowered otherwise, applied only while at or below the target. Logged as entropy_coef; saved in checkpoints."
+        False, description="Adaptive entropy coefficient (Skywork-OR1; TRL use_adaptive_entropy): algo.entropy_coef is the start, raised by algo.entropy_coef_delta after an optimizer step whose entropy is at most algo.entropy_target, lowered otherwise, applied only while at or below the target. Logged as entropy_coef (with several policies one coefficient each, policy/<name>/entropy_coef); saved in checkpoints."
     )
     entropy_target: float = Field(0.2, ge=0, description="algo.adaptive_entropy: the target mean token entropy in nats (TRL's default 0.2; set it near the entropy logged early in training).")
     entropy_coef_delta: float = Field(0.005, gt=0, description="algo.adaptive_entropy: the step of the coefficient per optimizer step.")
@@ -171,7 +171,7 @@ class AlgoConfig(Section):
     )
     kl_ctrl: Literal["fixed", "adaptive"] = Field(
         "fixed",
-        description="KL coefficient: fixed (kl_coef throughout) or adaptive (verl's AdaptiveKLController, Ziegler et al. 2019: starts at kl_coef and after each step is multiplied by 1 + clip(KL / kl_target - 1, -0.2, 0.2) * batch size / kl_horizon; logged as kl_coef, saved in checkpoints).",
+        description="KL coefficient: fixed (kl_coef throughout) or adaptive (verl's AdaptiveKLController, Ziegler et al. 2019: starts at kl_coef and after each step is multiplied by 1 + clip(KL / kl_target - 1, -0.2, 0.2) * batch size / kl_horizon; logged as kl_coef, saved in checkpoints; with several policies one controller each, logged as policy/<name>/kl_coef).",
     )
     kl_target: float = Field(0.1, gt=0, description="kl_ctrl=adaptive: the KL to the reference (per token, the sampling policy's) the coefficient steers toward (verl's 0.1).")
     kl_horizon: int = Field(10000, gt=0, description="kl_ctrl=adaptive: samples over which the coefficient moves by up to 20% (verl's 10000).")

@@ -9,6 +9,12 @@ whole mini-batch to the followers (one `broadcast_object_list`), trains on its o
 gradient all-reduce inside `DataParallelPolicyLearner` makes every rank take the same step as a
 single process on the whole batch (reinforge.distributed.ddp). The RL loop does not know.
 
+Several trainable policies (`policies:`) share the group: every rank holds one learner per
+policy, each with its own model and AdamW, and a broadcast names the policy whose mini-batch it
+carries. One group, not one per policy: a process joins one default process group, and the N
+ranks (N GPUs, rank r on cuda:r) are the run's, whatever the number of policies. The loop trains
+the policies one after another, so every rank meets the same collectives in the same order.
+
 State the loop restores on rank 0 after the learner exists (a resumed run's optimizer moments and
 weights) reaches the followers with the first batch: rank 0 sends its weights, optimizer state and
 version once, so every rank starts the first update from the same state.
@@ -55,7 +61,8 @@ STEP, STOP = "step", "stop"
 class FollowerSpec:
     """What a follower needs to build the same learner as rank 0 (pickled to a spawned process)."""
 
-    model_config: PretrainedConfig
+    # One policy's model config, or each policy's by name (several policies: one learner each per rank).
+    model_config: PretrainedConfig | dict[str, PretrainedConfig]
     learner_kwargs: dict[str, Any]
     algo: AlgoConfig
     threads: int
@@ -75,12 +82,25 @@ class FollowerSpec:
     def start_deadline_s(self) -> float:
         return self.timeout_s if self.startup_timeout_s is None else self.startup_timeout_s
 
+    @property
+    def model_configs(self) -> dict[str, PretrainedConfig]:
+        return by_name(self.model_config)
+
+
+ONE = "policy"  # the name a lone model (not a mapping) goes by inside the group
+
+
+def by_name(part: Any) -> dict[str, Any]:
+    """A mapping name -> part as given, or a lone part as the one-entry mapping."""
+    return dict(part) if isinstance(part, dict) else {ONE: part}
+
 
 class DriverLearner(DataParallelPolicyLearner):
     """Rank 0's learner: `train_step` takes the whole mini-batch, as `PolicyLearner` does."""
 
-    def __init__(self, model, *args, **kwargs):
+    def __init__(self, model, *args, name: str = ONE, **kwargs):
         super().__init__(model, *args, **kwargs)
+        self.name = name  # which of the followers' learners takes the mini-batches this one sends
         self._followers_synced = False
 
     def train_step(self, batch: TrainingBatch, loss_fn: LossFn) -> dict[str, float]:
@@ -90,22 +110,24 @@ class DriverLearner(DataParallelPolicyLearner):
         if not self._followers_synced:
             state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "version": self.version}
             self._followers_synced = True
-        dist.broadcast_object_list([(STEP, batch, state)], src=0, group=self.group)
+        dist.broadcast_object_list([(STEP, self.name, batch, state)], src=0, group=self.group)
         return super().train_step(batch.select(shard_rows(len(batch), self.rank, self.world_size)), loss_fn)
 
     def stop_followers(self) -> None:
-        dist.broadcast_object_list([(STOP, None, None)], src=0, group=self.group)
+        dist.broadcast_object_list([(STOP, None, None, None)], src=0, group=self.group)
 
 
-def serve_follower(learner: DataParallelPolicyLearner, loss_fn: LossFn) -> int:
-    """A follower's loop: train on this rank's shard of every batch rank 0 sends; returns the steps taken."""
+def serve_follower(learners: dict[str, DataParallelPolicyLearner], loss_fns: dict[str, LossFn]) -> int:
+    """A follower's loop: train the named policy's learner on this rank's shard of every batch
+    rank 0 sends; returns the steps taken."""
     steps = 0
     while True:
         message = [None]
-        dist.broadcast_object_list(message, src=0, group=learner.group)
-        kind, batch, state = message[0]
+        dist.broadcast_object_list(message, src=0)
+        kind, name, batch, state = message[0]
         if kind == STOP:
             return steps
+        learner, loss_fn = learners[name], loss_fns[name]
         if state is not None:
             learner.model.load_state_dict(state["model"])
             learner.optimizer.load_state_dict(state["optimizer"])
@@ -125,32 +147,41 @@ def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec, rep
         signal.signal(stop_signal, signal.SIG_IGN)
     configure_process(spec.threads, retain_memory=spec.retain_freed_memory)
     use_import_roots(spec.roots)
-    try:
-        loss_fn = make_policy_objective(spec.algo)
+    try:  # one per policy: an objective may carry state of its own policy
+        loss_fns = {name: make_policy_objective(spec.algo) for name in spec.model_configs}
     except Exception as err:  # noqa: BLE001 - any error building the user's loss: rank 0 reports it
         report.send(str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}")
         return
     device = rank_device(spec.device, rank)
-    model = AutoModelForCausalLM.from_config(spec.model_config).to(device)  # weights come from rank 0
-    if spec.lora is not None:
-        model = apply_lora(model, spec.lora, seed=spec.lora_seed)
+    models = {}
+    for name, config in spec.model_configs.items():
+        models[name] = AutoModelForCausalLM.from_config(config).to(device)  # weights come from rank 0
+        if spec.lora is not None:
+            models[name] = apply_lora(models[name], spec.lora, seed=spec.lora_seed)
     report.send(None)
     report.close()
     init_distributed(rank, world_size, port, timeout_s=spec.timeout_s, device=device)
     try:
-        learner = DataParallelPolicyLearner(model, **spec.learner_kwargs)
-        serve_follower(learner, loss_fn)
+        # In the driver's order: each learner's construction broadcasts rank 0's weights of that policy.
+        learners = {name: DataParallelPolicyLearner(model, **spec.learner_kwargs) for name, model in models.items()}
+        serve_follower(learners, loss_fns)
     finally:
         dist.destroy_process_group()
 
 
 class LearnerGroup:
-    """Starts N-1 followers, makes this process rank 0 and `learner` its `DriverLearner` on `model`."""
+    """Starts N-1 followers and makes this process rank 0, with a `DriverLearner` on `model`, or on
+    each model of a mapping name -> model (several policies; `learners`, in the mapping's order).
+    `spec.model_config` is the model's config, or the same mapping of configs."""
 
     def __init__(self, world_size: int, spec: FollowerSpec, model):
         if world_size < 2:
             raise ValueError(f"a learner group needs at least 2 learners, got {world_size}")
+        models = by_name(model)
+        if list(models) != list(spec.model_configs):
+            raise ValueError(f"the models {list(models)} and the followers' model configs {list(spec.model_configs)} name different policies")
         self.spec = spec
+        self.closed = False
         port = free_port()
         context = mp.get_context("spawn")  # fork would copy this process's threads (and Ray's)
         self.followers, reports = [], []
@@ -168,7 +199,7 @@ class LearnerGroup:
             for rank, (reader, _) in enumerate(reports, start=1):
                 self._wait_started(rank, reader)
             init_distributed(0, world_size, port, timeout_s=spec.timeout_s, device=rank_device(spec.device, 0))
-            self.learner = DriverLearner(model, **spec.learner_kwargs)
+            self.learners = {name: DriverLearner(m, **spec.learner_kwargs, name=name) for name, m in models.items()}
         except BaseException:
             self._kill()
             raise
@@ -202,10 +233,20 @@ class LearnerGroup:
                 process.kill()
             process.join()
 
+    @property
+    def learner(self) -> DriverLearner:
+        """The driver's learner of a group built on one model."""
+        (learner,) = self.learners.values()
+        return learner
+
     def close(self) -> None:
-        """Stop the followers, join them, leave the process group; followers that do not stop are killed."""
+        """Stop the followers, join them, leave the process group; followers that do not stop are
+        killed. Again (each policy of a shared group closes it): nothing."""
+        if self.closed:
+            return
+        self.closed = True
         try:
-            self.learner.stop_followers()
+            next(iter(self.learners.values())).stop_followers()
             for process in self.followers:
                 process.join(timeout=30)
         finally:

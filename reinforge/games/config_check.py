@@ -51,10 +51,11 @@ def check_game_config(cfg: Config) -> None:
 def check_several_policies(cfg: Config, names: list[str]) -> None:
     """What a run of several distinct policies (one RL loop over them: reinforge.trainer.rl_loop) cannot do.
 
-    Each policy has its own learner (group), engine (in-process, Ray workers or vLLM), reference,
-    critic and LoRA adapters, built by the same builders as one policy's; the async producer holds
+    Each policy has its own learner, engine (in-process, Ray workers or vLLM), reference, critic,
+    LoRA adapters and adaptive coefficients, built by the same builders as one policy's; data-parallel
+    learners are one group for the run whose ranks hold a learner per policy; the async producer holds
     a lane per policy, loaded with every policy's snapshot of the same step. What stays refused is
-    what steers the whole step by one policy's numbers."""
+    what samples or steers one policy's weights for the whole step."""
     why = f"policies={names} trains {len(names)} distinct policies"
     refused = [
         (cfg.prompt_value.enabled or cfg.prompt_value.curriculum != "uniform", "prompt_value",

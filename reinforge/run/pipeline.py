@@ -253,8 +253,9 @@ def build_engine(cfg: Config, model, pad_token_id: int):
     return TorchEngine(model, pad_token_id, dtype=cfg.rollout.engine_dtype, decode_kernels=e.decode_kernels)
 
 
-def build_learner(cfg: Config, model, env):
-    """The policy learner, and the data-parallel group behind it when workers.learners > 1 (else None)."""
+def build_learners(cfg: Config, models: dict, env) -> tuple[dict[str, PolicyLearner], object]:
+    """Each policy's learner, and the data-parallel group behind them when workers.learners > 1
+    (else None): one group for the run, whose ranks hold a learner per policy."""
     a = cfg.algo
     kwargs = dict(
         lr=a.lr, weight_decay=a.weight_decay, max_grad_norm=a.max_grad_norm, micro_batch_size=a.micro_batch_size,
@@ -265,16 +266,16 @@ def build_learner(cfg: Config, model, env):
         max_tokens_per_microbatch=a.max_tokens_per_microbatch, activation_checkpointing=a.activation_checkpointing,
     )
     if cfg.workers.learners == 1:
-        return PolicyLearner(model, **kwargs), None
+        return {name: PolicyLearner(model, **kwargs) for name, model in models.items()}, None
     from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
 
     spec = FollowerSpec(
-        model.config, kwargs, a, torch.get_num_threads(), cfg.workers.timeout_s, device=cfg.model.device,
+        {name: model.config for name, model in models.items()}, kwargs, a, torch.get_num_threads(), cfg.workers.timeout_s, device=cfg.model.device,
         retain_freed_memory=cfg.trainer.retain_freed_memory, startup_timeout_s=cfg.workers.startup_timeout_s,
-        lora=cfg.model.lora if lora.is_lora_model(model) else None, lora_seed=cfg.trainer.seed,
+        lora=cfg.model.lora, lora_seed=cfg.trainer.seed,
     )
-    group = LearnerGroup(cfg.workers.learners, spec, model)
-    return group.learner, group
+    group = LearnerGroup(cfg.workers.learners, spec, models)
+    return group.learners, group
 
 
 def build_scorer(cfg: Config) -> RewardScorer:
@@ -337,25 +338,30 @@ def start_run(cfg: Config, resuming: bool = False) -> Path:
 def build_policies(cfg: Config, models: dict, env, tokenizer, logger, found: Path | None, state: dict | None) -> dict[str, Policy]:
     """Each policy's learner (group), engine, reference, critic and LoRA adapters, by the same builders."""
     several = len(models) > 1
+    critics, digests, trained = {}, {}, {}
+    for name, model in models.items():
+        critics[name] = build_critic(cfg, model, tokenizer)  # before LoRA: a policy-copy trunk is a plain model of its own
+        digests[name] = None
+        if cfg.model.lora is not None:  # the warm-up trained every weight; RL trains adapters on top
+            model, digests[name] = attach_lora(cfg, model, found, state, name)
+        trained[name] = model
+    learners, learner_group = build_learners(cfg, trained, env)  # one data-parallel group serves every policy
     policies: dict[str, Policy] = {}
     try:
-        for i, (name, model) in enumerate(models.items()):
-            critic = build_critic(cfg, model, tokenizer)  # before LoRA: a policy-copy trunk is a plain model of its own
-            digest = None
-            if cfg.model.lora is not None:  # the warm-up trained every weight; RL trains adapters on top
-                model, digest = attach_lora(cfg, model, found, state, name)
-            learner, learner_group = build_learner(cfg, model, env)
+        for i, (name, model) in enumerate(trained.items()):
             policies[name] = Policy(
-                learner=learner, engine=None, shuffle=torch.Generator().manual_seed(cfg.trainer.seed + i), critic=critic,
-                learner_group=learner_group, lora_digest=digest,
+                learner=learners[name], engine=None, shuffle=torch.Generator().manual_seed(cfg.trainer.seed + i),
+                critic=critics[name], learner_group=learner_group, lora_digest=digests[name],
             )
             if state is None:
-                log_trainable_params(logger, learner, metric_prefix(name, several))
+                log_trainable_params(logger, learners[name], metric_prefix(name, several))
             policies[name].engine = build_engine(cfg, model, tokenizer.pad_token_id)
             policies[name].reference = build_reference(cfg, model)
     except BaseException:
-        for policy in policies.values():  # the engines and learner groups started so far
+        for policy in policies.values():  # the engines started so far
             policy.close()
+        if learner_group is not None:  # no policy may hold it yet
+            learner_group.close()
         raise
     return policies
 

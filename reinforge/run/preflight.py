@@ -183,11 +183,6 @@ def check_algorithm(cfg: Config) -> None:
     if algo.kl_ctrl == "adaptive":
         if algo.kl_coef == 0:
             raise ConfigError("algo.kl_ctrl=adaptive multiplies the KL coefficient from its start value: set algo.kl_coef > 0 (verl's default is 0.001)")
-        if len(cfg.policies) > 1:
-            raise ConfigError(
-                "algo.kl_ctrl=adaptive keeps one coefficient for the run's one policy; a run of several trainable policies "
-                "(policies) has no adaptive controller per policy yet: use algo.kl_ctrl=fixed"
-            )
     if algo.ref_mixup_alpha < 1 and not algo.ref_reset_every:
         raise ConfigError(
             f"algo.ref_mixup_alpha={algo.ref_mixup_alpha} mixes the policy into the reference every algo.ref_reset_every steps "

@@ -64,8 +64,3 @@ def check_adaptive_entropy(cfg: Config) -> None:
             "algo.adaptive_entropy with workers.learners > 1: the coefficient is driver state updated from the entropy each "
             "learner measures on its own shard, which is not gathered across learners yet; use one learner or a fixed algo.entropy_coef"
         )
-    if len(cfg.policies) > 1:
-        raise ConfigError(
-            "algo.adaptive_entropy with several trainable policies: each policy would need its own coefficient, and the "
-            "policies share one objective; use a fixed algo.entropy_coef"
-        )

@@ -1,7 +1,7 @@
 """A trainable policy: the unit the recipe builds and the RL loop trains, once per `policies:` entry.
 
-A Policy bundles its model (the learner's), optimizer (learner), data-parallel learner group
-(workers.learners > 1), rollout engine, reference, critic, LoRA base digest and mini-batch shuffle.
+A Policy bundles its model (the learner's), optimizer (learner), the data-parallel learner group
+(workers.learners > 1: one for the run, serving every policy), rollout engine, reference, critic, LoRA base digest and mini-batch shuffle.
 A run of one policy is the one-element case and keeps the layout of runs before several policies
 existed: its checkpoint state at the top level of state.pt, metrics unprefixed, `final/`. Several
 policies (a game's seats, `policies:`) nest their state under `policies/<name>`, log under
@@ -32,7 +32,7 @@ class Policy:
     shuffle: torch.Generator  # its mini-batch order (and PF-PPO's draws)
     reference: ReferenceModel | None = None
     critic: CriticLearner | None = None
-    learner_group: Any = None  # the data-parallel followers behind `learner` (workers.learners > 1)
+    learner_group: Any = None  # the data-parallel followers behind `learner` (workers.learners > 1; shared by the run's policies)
     lora_digest: str | None = None  # the digest of a LoRA policy's frozen base, checked when resuming
 
     @property
