@@ -52,16 +52,14 @@ def check_several_policies(cfg: Config, names: list[str]) -> None:
     """What a run of several distinct policies (one RL loop over them: reinforge.trainer.rl_loop) cannot do.
 
     Each policy has its own learner (group), engine (in-process, Ray workers or vLLM), reference,
-    critic and LoRA adapters, built by the same builders as one policy's. What stays refused is
-    what samples or steers one policy's weights for the whole step."""
+    critic and LoRA adapters, built by the same builders as one policy's, and its own prompt-value
+    model (reinforge.values.item_seats). What stays refused is what samples one policy's weights
+    for the whole step."""
     why = f"policies={names} trains {len(names)} distinct policies"
     refused = [
         (cfg.trainer.schedule != "sync", "trainer.schedule",
          "the async producer samples a step's games with one versioned snapshot of one learner's weights, in one private "
          "model copy; a joint game needs every policy's snapshot of the same step, which it does not hold; use trainer.schedule=sync"),
-        (cfg.prompt_value.enabled or cfg.prompt_value.curriculum != "uniform", "prompt_value",
-         "the prompt-value model picks a step's prompts from one policy's pass rates, and a game's prompt is played by "
-         "several; leave prompt_value off (enabled=false, curriculum=uniform)"),
     ]
     for bad, key, reason in refused:
         if bad:
