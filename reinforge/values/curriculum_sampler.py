@@ -31,7 +31,7 @@ import torch
 from reinforge.config import PromptValueConfig
 from reinforge.values.calibration import brier_score, reliability_counts
 from reinforge.values.dump import DistributionBandit
-from reinforge.values.item_seats import ItemSeat, SeatsOf, game_seats, one_seat, seat_key, seat_outcomes, success  # noqa: F401 (success: re-exported)
+from reinforge.values.item_seats import ItemSeat, SeatsOf, game_seats, one_seat, seat_key, seat_outcomes
 from reinforge.values.selection import nearest_items
 from reinforge.values.value_model import PromptValueModel
 from reinforge.rollout.trajectory import Trajectory
