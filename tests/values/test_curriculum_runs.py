@@ -37,8 +37,8 @@ def draws(monkeypatch) -> list[tuple[list[str], list[str]]]:
     seen: list[tuple[list[str], list[str]]] = []
     draw, next_batch = CurriculumSampler._draw, CurriculumSampler.next_batch
 
-    def spy_draw(self, size):
-        pool = draw(self, size)
+    def spy_draw(self, *args):
+        pool = draw(self, *args)
         seen.append(([t.id for t in pool], []))
         return pool
 

@@ -4,6 +4,7 @@ gateway agent's episode in pieces (one outcome); and PCL over game items, seat b
 
 from __future__ import annotations
 
+import copy
 import zlib
 from types import SimpleNamespace
 
@@ -104,7 +105,7 @@ def test_pcl_keeps_the_game_items_whose_seats_are_predicted_nearest_the_target()
                 ("minimax", "policy"): 0.0}
     drawn_pools: list[list[Task]] = []
     draw = sampler._draw
-    sampler._draw = lambda size: drawn_pools.append(draw(size)) or drawn_pools[-1]
+    sampler._draw = lambda *args: drawn_pools.append(draw(*args)) or drawn_pools[-1]
     for _ in range(6):
         batch = sampler.next_batch(8)
         trajectories = []
@@ -126,3 +127,30 @@ def test_pcl_keeps_the_game_items_whose_seats_are_predicted_nearest_the_target()
     assert max(vs_minimax_x, vs_minimax_o) < min(selfplay_x, selfplay_o, vs_random_x, vs_random_o) - 0.2
     assert "value/loss" in metrics and "value/brier" in metrics
     assert sampler.draw_metrics["value/selected_distance"] < sampler.draw_metrics["value/pool_distance"]
+
+
+def test_a_restored_sampler_of_two_policies_draws_and_predicts_exactly_as_the_original() -> None:
+    tasks = game_tasks("describer-guesser", "[[describer, guesser], [describer, literal], [literal, guesser]]", 30)
+    cfg = PromptValueConfig(enabled=True, curriculum="pcl", pool_factor=2, updates_per_step=3)
+
+    def make() -> CurriculumSampler:
+        return CurriculumSampler(tasks, 0, cfg, {"describer": featurize, "guesser": featurize}, {"describer": WIDTH, "guesser": WIDTH},
+                                 game_seats(GAMES), {"describer": "policy/describer/", "guesser": "policy/guesser/"})
+
+    def step(s: CurriculumSampler) -> tuple[list[str], dict]:
+        batch = s.next_batch(4)
+        trajectories = [
+            seat(t.id, g, role, float((g + k) % 2)) for g, t in enumerate(batch) for k in range(2)
+            for role, who in zip(("describer", "guesser"), t.metadata["seats"]) if who != "literal"
+        ]
+        metrics = s.observe(trajectories)
+        return [t.id for t in batch], {k: v for k, v in metrics.items() if "seconds" not in k}
+
+    a = make()
+    for _ in range(3):
+        step(a)
+    b = make()
+    b.load_state_dict(copy.deepcopy(a.state_dict()))  # as through a checkpoint: no shared tensors
+    assert set(a.state_dict()["policies"]) == {"describer", "guesser"}
+    for _ in range(3):
+        assert step(a) == step(b)
