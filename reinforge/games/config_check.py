@@ -15,8 +15,10 @@ def check_game_config(cfg: Config) -> None:
     except GameSpecError as err:
         raise ConfigError(str(err)) from None
     check_chat_game_config(cfg, game.name, game.max_moves, "game")
+    # Several policies: each has its own learner, engine (in-process, Ray workers or vLLM), reference,
+    # critic, LoRA adapters, adaptive coefficients and prompt-value model (reinforge.values.item_seats),
+    # built by the same builders as one policy's; the async producer holds a lane per policy.
     if len(spec.policy_names) > 1:
-        check_several_policies(cfg, spec.policy_names)
         if spec.opponent_pool is not None:
             raise ConfigError(
                 f"task.params.opponent_pool: a pool snapshots one policy, and policies={spec.policy_names} "
@@ -47,21 +49,3 @@ def check_game_config(cfg: Config) -> None:
                 "it needs at least 2 (raise rollout.group_size)"
             )
 
-
-def check_several_policies(cfg: Config, names: list[str]) -> None:
-    """What a run of several distinct policies (one RL loop over them: reinforge.trainer.rl_loop) cannot do.
-
-    Each policy has its own learner, engine (in-process, Ray workers or vLLM), reference, critic,
-    LoRA adapters and adaptive coefficients, built by the same builders as one policy's; data-parallel
-    learners are one group for the run whose ranks hold a learner per policy; the async producer holds
-    a lane per policy, loaded with every policy's snapshot of the same step. What stays refused is
-    what samples or steers one policy's weights for the whole step."""
-    why = f"policies={names} trains {len(names)} distinct policies"
-    refused = [
-        (cfg.prompt_value.enabled or cfg.prompt_value.curriculum != "uniform", "prompt_value",
-         "the prompt-value model picks a step's prompts from one policy's pass rates, and a game's prompt is played by "
-         "several; leave prompt_value off (enabled=false, curriculum=uniform)"),
-    ]
-    for bad, key, reason in refused:
-        if bad:
-            raise ConfigError(f"{key}: {why}; {reason}")

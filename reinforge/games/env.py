@@ -28,6 +28,7 @@ from reinforge.games.match import MatchRules, new_match
 from reinforge.games.play import POLICY, GameRun, play_games
 from reinforge.games.pool import POOL, OpponentPool, OpponentPoolSpec, is_member
 from reinforge.games.registry import get_game
+from reinforge.games.tasks import deal_rng
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 
@@ -131,9 +132,9 @@ class GameEnv(ChatGameEnv):
         rng = random.Random(rng_seed)
         # A game dealt per task (describer_guesser's secret) deals every game of a group alike, so the
         # group compares answers to one question; the fixed players' randomness stays per game.
-        deal_rng = random.Random(f"{meta['game_seed']}-deal") if game.deal_per_task else rng
+        deal = deal_rng(task) if game.deal_per_task else rng
         rules = MatchRules(float(meta["draw_reward"]), int(meta["max_illegal_moves"]), self.max_turns)
-        return GameRun(task, group_id, list(meta["seats"]), new_match(game, rules, deal_rng), rng,
+        return GameRun(task, group_id, list(meta["seats"]), new_match(game, rules, deal), rng,
                        policies=trainable_players(task))
 
     def new_group(self, task: Task, group_id: int, group_size: int, tag: str, engine: Engine) -> list[GameRun]:

@@ -21,6 +21,12 @@ from reinforge.games.spec import GameSpec, GameSpecError, parse_spec
 from reinforge.tasks.task import Task, TaskSplits
 
 
+def deal_rng(task: Task) -> random.Random:
+    """The deal of every training game of `task`, for a game dealt per task (Game.deal_per_task):
+    the env deals its games with it, and the prompt-value model reads the same deal (games.value_items)."""
+    return random.Random(f"{task.metadata['game_seed']}-deal")
+
+
 def check(cfg: TaskConfig) -> None:
     spec_of(cfg)
 

@@ -52,7 +52,7 @@ from reinforge.trainer.kl_coefficient import StepKLCoefficient
 from reinforge.learner.policy_objective import adaptive_entropy_coef, make_policy_objective
 from reinforge.trainer.zero_reward import zero_reward_warning
 from reinforge.values.curriculum_collector import CurriculumCollector
-from reinforge.values.curriculum_sampler import CurriculumSampler, group_abs_advantages, make_task_sampler
+from reinforge.values.curriculum_sampler import CurriculumSampler, make_task_sampler, merged_group_abs_advantages
 from reinforge.values.value_heads import ValueHeadsCollector, build_value_heads
 
 PHASES = ("rollout", "reward", "prepare", "update", "eval")
@@ -165,8 +165,11 @@ def run_rl(
     max_episode_tokens = episode_token_budget(cfg, first.model)
     objectives = {name: Objective(algo) for name in policies}  # trainer state, saved with the loop's
     reward_weights = {c.name: c.weight for c in cfg.reward.components}
-    # Uniform, or PCL / DUMP with the prompt-value model (prompt_value section; reinforge.values; one policy only).
-    sampler = make_task_sampler(tasks.train, cfg.trainer.seed, cfg.prompt_value, first.model, env)
+    # Uniform, or PCL / DUMP with the prompt-value model (prompt_value section; reinforge.values; a value model per policy).
+    sampler = make_task_sampler(
+        tasks.train, cfg.trainer.seed, cfg.prompt_value, {name: p.model for name, p in policies.items()}, env, cfg.env.type,
+        {name: metric_prefix(name, several) for name in policies},
+    )
     result = RLResult()
     eval_max_new = cfg.eval.max_new_tokens or cfg.rollout.max_new_tokens
     pad = env.tokenizer.pad_token_id
@@ -258,6 +261,7 @@ def run_rl(
             owners = [owner(t, collected.tasks[t.task_id], env) for t in trajectories] if several else None
             per_policy: dict[str, float] = {}
             value_metrics: dict[str, float] = {}
+            advantage_rows: list = []  # (trained, advantages, mask) of each policy: DUMP's learnability per group
             prepare_seconds = update_seconds = 0.0
             for name, policy in policies.items():
                 mine = [t for t, who in zip(trajectories, owners) if who == name] if several else trajectories
@@ -281,10 +285,8 @@ def run_rl(
                         policy.reference, policy.critic, prompt_prior,
                     )
                     objective.kl_coefficient.mark(batch)
-                if isinstance(sampler, CurriculumSampler):  # every group's outcome trains the value model (before the update)
-                    abs_advantages = group_abs_advantages(trained, batch.advantages, batch.loss_mask) if trained else None
-                    # ... the groups dynamic sampling dropped included (the model must see the easy and hopeless ones)
-                    value_metrics = sampler.observe(trajectories + collected.dropped, abs_advantages, step=step)
+                if isinstance(sampler, CurriculumSampler) and trained:
+                    advantage_rows.append((trained, batch.advantages.detach().clone(), batch.loss_mask))
                 if trained and algo.pf_ppo is not None:  # the update trains on rows re-drawn by reward
                     batch, pf_metrics = pf_ppo_batch(batch, trained, algo, policy.shuffle)
                     prepare_metrics.update(pf_metrics)
@@ -307,6 +309,10 @@ def run_rl(
                     **(seat_share_metrics(mine) if several else {}), "policy_version": float(policy.learner.version),
                 }
                 per_policy.update({metric_prefix(name, several) + key: value for key, value in own.items()})
+            if isinstance(sampler, CurriculumSampler):  # every seat's outcome trains its policy's value model, once a step
+                # ... the groups dynamic sampling dropped included (the model must see the easy and hopeless ones)
+                abs_advantages = merged_group_abs_advantages(advantage_rows) if advantage_rows else None
+                value_metrics = sampler.observe(trajectories + collected.dropped, abs_advantages, step=step)
             t1 = time.perf_counter()
             schedule.publish(step, learners)
             # An env that keeps state across steps (a game's opponent pool snapshots the new weights).

@@ -9,6 +9,8 @@ sampled, and what uses it.
 - `calibration`: Brier score and reliability curve of its predictions.
 - `selection`: PCL's rule, the prompts whose predicted pass rate is nearest a target.
 - `dump`: DUMP's UCB over task distributions.
+- `item_seats`: what an item's outcomes are: one per (item, trained seat), a game's seats each
+  its own, a gateway agent's episode once however many pieces it came in.
 - `curriculum_sampler`: the trainer's task sampler with all of the above behind `next_batch`.
 - `config_check`: settings the value model cannot serve, refused before compute.
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 from reinforge.config import Config, ConfigError
 
-ONE_OUTCOME_ENVS = ("single_turn", "tool")  # (prompt, outcome) per episode, as the curricula read it
+# An outcome per (item, trained seat), as the curricula read it: an episode's (single_turn, tool), a
+# gateway agent episode's (its pieces are one episode), each trained seat's of a game (reinforge.values.item_seats).
+ONE_OUTCOME_ENVS = ("single_turn", "tool", "game", "gateway")
 # A game yields one trajectory per player, a gateway agent's episode comes in pieces (one per model call).
 SPLIT_EPISODES = ("game", "gateway")
 

@@ -20,6 +20,12 @@ def check_prompt_value(cfg: Config, needs_prompt_values: bool) -> None:
     if pv.curriculum == "pcl" and not pv.enabled:
         raise ConfigError("prompt_value.curriculum=pcl scores candidate prompts with the prompt-value model: set prompt_value.enabled=true")
     check_value_capabilities(cfg)  # env, schedule, partial rollouts, dynamic sampling (reinforge.values.capabilities)
+    if needs_prompt_values and cfg.env.type == "game":
+        raise ConfigError(
+            f"algo.advantage={cfg.algo.advantage} shrinks each group's mean toward one predicted pass rate, and a game's group "
+            "holds the outcomes of each trained seat (X's wins are O's losses), each predicted apart; use algo.advantage=dr_mas "
+            "with env.type=game (the curriculum, prompt_value.curriculum=pcl, serves games)"
+        )
     names = [c.name for c in cfg.reward.components]
     if pv.component is not None and pv.component not in names:
         raise ConfigError(f"prompt_value.component={pv.component!r} is not a reward component; components: {', '.join(names)}")

@@ -11,6 +11,8 @@ got there first (reinforge.values.curriculum_sampler has the rule and why).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from reinforge.values.curriculum_sampler import CurriculumSampler
 
 
@@ -25,7 +27,10 @@ class CurriculumCollector:
 
     def collect(self, engine, step: int, weights_index: int):
         self.sampler.draw_index = weights_index
-        self.sampler.draw_model = engine.model if self.versioned and self.sampler.value is not None else None
+        if self.versioned and self.sampler.values:  # several policies: each one's lane holds its sampling weights
+            self.sampler.draw_model = {n: e.model for n, e in engine.items()} if isinstance(engine, Mapping) else engine.model
+        else:
+            self.sampler.draw_model = None
         collected, metrics = self.inner.collect(engine, step, weights_index)
         return collected, {**metrics, **self.sampler.take_draw_metrics()}
 

@@ -19,8 +19,13 @@ import torch
 
 def nearest_to_target(predicted: torch.Tensor, count: int, target: float = 0.5) -> list[int]:
     """Indices of the `count` predictions nearest `target`, nearest first; ties keep pool order."""
-    if not 0 < count <= predicted.numel():
-        raise ValueError(f"cannot select {count} prompts from a pool of {predicted.numel()}")
-    distance = (predicted.double() - target).abs()
+    return nearest_items((predicted.double() - target).abs(), count)
+
+
+def nearest_items(distance: torch.Tensor, count: int) -> list[int]:
+    """Indices of the `count` smallest distances from the target (an item of several trained seats:
+    their mean distance), nearest first; ties keep pool order."""
+    if not 0 < count <= distance.numel():
+        raise ValueError(f"cannot select {count} prompts from a pool of {distance.numel()}")
     order = torch.sort(distance, stable=True).indices  # stable: equal distances keep the pool's (shuffled) order
     return order[:count].tolist()

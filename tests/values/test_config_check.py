@@ -71,7 +71,16 @@ def test_dump_needs_a_metadata_key_with_several_values():
     check_curriculum_tasks(cfg, tasks(4, lambda i: {"digits": i % 2 + 1}))
 
 
-def test_episodes_split_over_agents_are_refused():
-    # The env section's own checks run first in preflight (a gateway needs an importable agent): this one directly.
+def test_envs_without_a_declared_outcome_per_item_are_refused():
+    # The env section's own checks run first in preflight (a text game needs its task source): this one directly.
+    # A game and a gateway agent are served (reinforge.values.item_seats); a text game is not declared.
     with pytest.raises(ConfigError, match="serves env.type in"):
-        check_prompt_value(load_config("default", [*PCL, "env.type=gateway"]), needs_prompt_values=False)
+        check_prompt_value(load_config("default", [*PCL, "env.type=text_game"]), needs_prompt_values=False)
+    for env in ("game", "gateway"):
+        check_prompt_value(load_config("default", [*PCL, f"env.type={env}"]), needs_prompt_values=False)
+
+
+def test_the_v05_prior_is_refused_for_a_game():
+    cfg = load_config("default", [*PCL, "env.type=game", ONE_REWARD, "algo.advantage=v05_prior"])
+    with pytest.raises(ConfigError, match="a game's group holds the outcomes of each trained seat"):
+        check_prompt_value(cfg, needs_prompt_values=True)
