@@ -256,8 +256,6 @@ def check_schedule(cfg: Config) -> None:
             "trainer.partial_rollouts=true pauses episodes the rollout loop drives turn by turn (env.type=single_turn, tool, "
             "text_game, game, or your own Env); env.type=gateway runs whole rollouts itself"
         )
-    if cfg.algo.dynamic_sampling:
-        raise ConfigError("trainer.partial_rollouts=true and algo.dynamic_sampling=true both decide which groups a step keeps; use one of them")
     rows = math.ceil(t.overprovision * cfg.rollout.prompts_per_step) * cfg.rollout.group_size
     if rows > MAX_BATCH_SIZE:
         raise ConfigError(

@@ -46,6 +46,14 @@ def informative_groups(trajectories: list[Trajectory]) -> list[list[Trajectory]]
     return [g for g in groups.values() if len({t.reward for t in g if not agent_failed(t)}) > 1]
 
 
+def keep_informative(trajectories: list[Trajectory], scorer: RewardScorer) -> list[Trajectory]:
+    """Dynamic sampling's keep (DAPO): the trajectories of the groups whose rewards differ. A group
+    with a failed reward would be dropped from the loss (reward.on_error=drop): it does not count as
+    informative, or the step would train on fewer groups than it needs."""
+    dropping = getattr(scorer, "on_error", "fallback") == "drop"
+    return [t for group in informative_groups(trajectories) if not (dropping and any(t.reward_failures for t in group)) for t in group]
+
+
 def count_groups(trajectories: list[Trajectory]) -> int:
     """Groups, not rows: an agent episode may come as several trajectories (rollout.episode_parts)."""
     return len({t.group_id for t in trajectories})
@@ -129,13 +137,7 @@ def collect_groups(
             kept = trajectories
             break
         scored += trajectories
-        # A group with a failed reward would be dropped from the loss (reward.on_error=drop): it
-        # does not count as informative, or the step would train on fewer groups than it needs.
-        dropping = getattr(scorer, "on_error", "fallback") == "drop"
-        kept += [
-            t for group in informative_groups(trajectories)
-            if not (dropping and any(t.reward_failures for t in group)) for t in group
-        ]
+        kept += keep_informative(trajectories, scorer)
         if count_groups(kept) >= prompts or rounds >= max_rounds:
             if not kept:
                 kept = trajectories

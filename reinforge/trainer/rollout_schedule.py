@@ -346,6 +346,7 @@ def make_schedule(
         collector = PartialCollector(
             env, scorer, sampler, cfg.rollout.prompts_per_step, cfg.rollout.group_size, params,
             t.overprovision, t.max_staleness, t.seed, max_episode_tokens, cfg.env.workers,
+            cfg.algo.dynamic_sampling, cfg.algo.max_sampling_rounds,
         )
     else:
         collector = GroupCollector(cfg, env, scorer, sampler, params, max_episode_tokens)

@@ -31,7 +31,6 @@ def test_async_and_partial_rollouts_run_with_ray_workers() -> None:
         (["trainer.schedule=async", "trainer.max_staleness=1"], ["algo.tis_cap", "trainer.max_staleness=1"]),
         (["trainer.partial_rollouts=true"], ["algo.tis_cap", "trainer.partial_rollouts"]),
         (["trainer.partial_rollouts=true", "algo.tis_cap=2", "trainer.max_staleness=0"], ["trainer.max_staleness >= 1"]),
-        (["trainer.partial_rollouts=true", "algo.tis_cap=2", "algo.dynamic_sampling=true"], ["algo.dynamic_sampling"]),
         (["trainer.partial_rollouts=true", "algo.tis_cap=2", "env.type=gateway"], ["turn by turn", "env.type=gateway"]),
         (["trainer.partial_rollouts=true", "algo.tis_cap=2", "rollout.group_size=16", "trainer.overprovision=2"], ["1024", "trainer.overprovision"]),
     ],
