@@ -108,7 +108,7 @@ def reinforge_side(spec: dict, channel: Channel) -> None:
     from reinforge.learner.batch import collate
     from reinforge.models.loading import load_model_and_tokenizer
     from reinforge.rollout.episodes import rollout_groups
-    from reinforge.run.pipeline import build_engine, build_learner, build_reference
+    from reinforge.run.pipeline import build_engine, build_learners, build_reference
     from reinforge.runtime.process_settings import configure_process
     from reinforge.tasks.registry import load_tasks
     from reinforge.learner.policy_objective import make_policy_objective
@@ -118,7 +118,7 @@ def reinforge_side(spec: dict, channel: Channel) -> None:
     tasks = load_tasks(cfg.task, seed=cfg.trainer.seed).train
     model, tokenizer = load_model_and_tokenizer(cfg.model.path)
     env = build_env(cfg, tokenizer)
-    learner, _ = build_learner(cfg, model, env)
+    learner = build_learners(cfg, {"policy": model}, env)[0]["policy"]
     reference = build_reference(cfg, model)
     engine = build_engine(cfg, model, tokenizer.pad_token_id)
     engine.sync_weights(learner.version)

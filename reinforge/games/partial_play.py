@@ -5,7 +5,7 @@ the illegal-move counts), the fixed players' RNG and each model seat's token str
 So a game in progress (`PausedGame`) is that run plus the turn of the seat to move, sampled so
 far. A round advances every unfinished game as `play_games` does, one engine call per player
 (each trainable policy's seats with its own engine, each frozen pool member's with its lane), with
-the machinery of multi-turn partial rollouts (`reinforge.rollout.partial_turns.continue_turns`):
+the machinery of multi-turn partial rollouts (`reinforge.rollout.partial.continue_turns`):
 each call continues the turns with what is left of their `max_new_tokens` and stops by the round's
 `GroupQuota` (a seat's turn finishing counts as its game finishing, the most the game could make
 of it); the finished turns go to their games as moves, the fixed players answer. The round ends as
@@ -35,8 +35,8 @@ from reinforge.engines.base import Engine, SamplingParams
 from reinforge.games.play import GameRun, calls_by_player, player_seed
 from reinforge.games.pool import is_member
 from reinforge.rollout.episodes import turn_seed
-from reinforge.rollout.partial import PartialEpisode, PartialGroup, RoundStats
-from reinforge.rollout.partial_turns import continue_turns, quota_met, whole_turn
+from reinforge.rollout.partial import PartialEpisode, PartialGroup, RoundStats, continue_turns
+from reinforge.rollout.partial_turns import quota_met, whole_turn
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 

@@ -150,10 +150,36 @@ def sample_round(
     for group in groups:
         if group.start_index is None and not group.complete:
             group.start_index = weights_index
-    prompts = [groups[g].prompt_ids + e.token_ids for g, e in rows]
-    budgets = [params.max_new_tokens - len(e.token_ids) for _, e in rows]
+    resumed = sum(bool(e.token_ids) for _, e in rows)
+    _, aborted = continue_turns(engine, [(g, groups[g].prompt_ids, e) for g, e in rows], groups, params, seed, need, must_finish, pruner)
+    for _, episode in rows:
+        episode.rounds += 1
+    return RoundStats(len(rows), resumed, aborted)
+
+
+def continue_turns(
+    engine: Engine,
+    rows: list[tuple[int, list[int], PartialEpisode]],
+    groups: list[PartialGroup],
+    params: SamplingParams,
+    seed: int | None,
+    need: int,
+    must_finish: list[bool],
+    pruner: PrefixPruner | None = None,
+) -> tuple[list[int], int]:
+    """One engine call that continues the current turn of each row (group index, the tokens before
+    the turn, the turn so far), in place: a turn cut short earlier resumes from its tokens with
+    what is left of its `max_new_tokens`. The call stops by the round's `GroupQuota` (a row whose
+    turn finishes counts as a finished episode of its group, the most its env could make of it);
+    returns the indices of the rows whose turn finished, and how many came back aborted. Shared by
+    single-turn rounds (`sample_round`), multi-turn episodes (reinforge.rollout.partial_turns) and the
+    games' seats (reinforge.games.partial_play). With a
+    `pruner` the call is sampled in chunks checked by it (reinforge.rollout.pruned_sampling); a
+    pruned turn finishes ("pruned")."""
+    prompts = [before + turn.token_ids for _, before, turn in rows]
+    budgets = [params.max_new_tokens - len(turn.token_ids) for _, _, turn in rows]
     stop_when = GroupQuota(
-        group_of_row=torch.tensor([g for g, _ in rows]),
+        group_of_row=torch.tensor([g for g, _, _ in rows]),
         done_before=torch.tensor([sum(e.done for e in group.episodes) for group in groups]),
         sizes=torch.tensor([len(group.episodes) for group in groups]),
         must=torch.tensor(must_finish, dtype=torch.bool),
@@ -163,22 +189,21 @@ def sample_round(
         generations = engine.generate(prompts, params, seed=seed, budgets=budgets, stop_when=stop_when)
     else:
         generations = generate_pruned(
-            engine, prompts, params, seed, pruner, live_members(groups), settled_members(groups), budgets, [e.logprobs for _, e in rows],
-            stop_when,
+            engine, prompts, params, seed, pruner, live_members(groups), settled_members(groups), budgets,
+            [turn.logprobs for _, _, turn in rows], stop_when,
         )
-    resumed = sum(bool(e.token_ids) for _, e in rows)
-    aborted = 0
-    for (_, episode), generation in zip(rows, generations):
-        episode.token_ids += generation.token_ids
-        episode.logprobs += generation.logprobs
-        episode.versions += [generation.policy_version] * len(generation.token_ids)
-        episode.errors += generation.errors
-        episode.rounds += 1
+    finished, aborted = [], 0
+    for i, ((_, _, turn), generation) in enumerate(zip(rows, generations)):
+        turn.token_ids += generation.token_ids
+        turn.logprobs += generation.logprobs
+        turn.versions += [generation.policy_version] * len(generation.token_ids)
+        turn.errors += generation.errors
         if generation.finish_reason == "aborted":
             aborted += 1
         else:
-            episode.finish_reason = generation.finish_reason
-    return RoundStats(len(rows), resumed, aborted)
+            turn.finish_reason = generation.finish_reason
+            finished.append(i)
+    return finished, aborted
 
 
 class PartialRounds(Protocol):

@@ -24,13 +24,11 @@ import copy
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import torch
-
 from reinforge.engines.base import Engine, Generation, SamplingParams
 from reinforge.envs.base import Env
 from reinforge.rollout.episodes import RunningEpisode, env_step, end_turn, turn_seed
-from reinforge.rollout.partial import GroupQuota, PartialEpisode, PartialGroup, RoundStats, live_members, settled_members
-from reinforge.rollout.pruned_sampling import PrefixPruner, generate_pruned
+from reinforge.rollout.partial import PartialEpisode, PartialGroup, RoundStats, continue_turns
+from reinforge.rollout.pruned_sampling import PrefixPruner
 from reinforge.rollout.trajectory import Trajectory
 from reinforge.tasks.task import Task
 
@@ -85,54 +83,6 @@ def rebuild_env(env: Env, episode: TurnEpisode) -> None:
 def quota_met(groups: list[PartialGroup], need: int, must_finish: list[bool]) -> bool:
     complete = [g.complete for g in groups]
     return sum(complete) >= need and all(c for c, must in zip(complete, must_finish) if must)
-
-
-def continue_turns(
-    engine: Engine,
-    rows: list[tuple[int, list[int], PartialEpisode]],
-    groups: list[PartialGroup],
-    params: SamplingParams,
-    seed: int | None,
-    need: int,
-    must_finish: list[bool],
-    pruner: PrefixPruner | None = None,
-) -> tuple[list[int], int]:
-    """One engine call that continues the current turn of each row (group index, the tokens before
-    the turn, the turn so far), in place: a turn cut short earlier resumes from its tokens with
-    what is left of its `max_new_tokens`. The call stops by the round's `GroupQuota` (a row whose
-    turn finishes counts as a finished episode of its group, the most its env could make of it);
-    returns the indices of the rows whose turn finished, and how many came back aborted. Shared by
-    the multi-turn episodes here and the games' seats (reinforge.games.partial_play). With a
-    `pruner` the call is sampled in chunks checked by it (reinforge.rollout.pruned_sampling); a
-    pruned turn finishes ("pruned")."""
-    prompts = [before + turn.token_ids for _, before, turn in rows]
-    budgets = [params.max_new_tokens - len(turn.token_ids) for _, _, turn in rows]
-    stop_when = GroupQuota(
-        group_of_row=torch.tensor([g for g, _, _ in rows]),
-        done_before=torch.tensor([sum(e.done for e in group.episodes) for group in groups]),
-        sizes=torch.tensor([len(group.episodes) for group in groups]),
-        must=torch.tensor(must_finish, dtype=torch.bool),
-        need=need,
-    )
-    if pruner is None:
-        generations = engine.generate(prompts, params, seed=seed, budgets=budgets, stop_when=stop_when)
-    else:
-        generations = generate_pruned(
-            engine, prompts, params, seed, pruner, live_members(groups), settled_members(groups), budgets,
-            [turn.logprobs for _, _, turn in rows], stop_when,
-        )
-    finished, aborted = [], 0
-    for i, ((_, _, turn), generation) in enumerate(zip(rows, generations)):
-        turn.token_ids += generation.token_ids
-        turn.logprobs += generation.logprobs
-        turn.versions += [generation.policy_version] * len(generation.token_ids)
-        turn.errors += generation.errors
-        if generation.finish_reason == "aborted":
-            aborted += 1
-        else:
-            turn.finish_reason = generation.finish_reason
-            finished.append(i)
-    return finished, aborted
 
 
 def whole_turn(turn: PartialEpisode) -> Generation:

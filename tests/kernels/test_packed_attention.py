@@ -142,11 +142,11 @@ def test_without_a_compiler_auto_falls_back_and_native_says_why(broken_compiler)
 
 
 def test_config_reaches_the_learner_and_reference() -> None:
-    from reinforge.run.pipeline import build_learner, build_reference
+    from reinforge.run.pipeline import build_learners, build_reference
 
     cfg = load_config("default", ["algo.packed_kernels=torch", "algo.kl_coef=0.05"])
     model = small(LlamaForCausalLM, LlamaConfig)
-    learner, _ = build_learner(cfg, model, SimpleNamespace(max_turns=1))
+    learner = build_learners(cfg, {"policy": model}, SimpleNamespace(max_turns=1))[0]["policy"]
     assert learner.packed_kernels == "torch"
     assert build_reference(cfg, model).packed_kernels == "torch"
     with pytest.raises(Exception, match="packed_kernels"):

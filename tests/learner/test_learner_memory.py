@@ -201,7 +201,7 @@ def test_activation_checkpointing_recomputes_the_layers_and_gives_the_same_gradi
 
 
 def test_the_config_keys_reach_the_learner_the_reference_and_the_critic():
-    from reinforge.run.pipeline import build_critic, build_learner, build_reference
+    from reinforge.run.pipeline import build_critic, build_learners, build_reference
 
     overrides = [
         "algo.kl_coef=0.05", "algo.max_tokens_per_microbatch=300", "algo.logprob_chunk_tokens=64",
@@ -209,7 +209,7 @@ def test_the_config_keys_reach_the_learner_the_reference_and_the_critic():
     ]
     cfg = load_config("default", overrides)
     model = small(LlamaForCausalLM, LlamaConfig)
-    learner, _ = build_learner(cfg, model, SimpleNamespace(max_turns=1))
+    learner = build_learners(cfg, {"policy": model}, SimpleNamespace(max_turns=1))[0]["policy"]
     reference = build_reference(cfg, model)
     critic = build_critic(cfg, model, None)
     assert (learner.max_tokens_per_microbatch, learner.logprob_chunk_tokens, learner.activation_checkpointing) == (300, 64, True)

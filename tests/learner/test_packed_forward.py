@@ -192,12 +192,12 @@ def test_the_config_switch_reaches_the_learner_and_the_reference():
     from types import SimpleNamespace
 
     from reinforge.config import load_config
-    from reinforge.run.pipeline import build_learner, build_reference
+    from reinforge.run.pipeline import build_learners, build_reference
 
     env = SimpleNamespace(max_turns=1)
     for overrides, packed in (([], True), (["algo.pack_sequences=false"], False), (["algo.compile_forward=true"], False)):
         cfg = load_config("default", ["algo.kl_coef=0.05", *overrides])
         model = small(LlamaForCausalLM, LlamaConfig)
         model.compile = lambda **_: None  # compile_forward compiles the padded forward: the compile itself is not under test
-        learner, _ = build_learner(cfg, model, env)
+        learner = build_learners(cfg, {"policy": model}, env)[0]["policy"]
         assert learner.pack is packed and build_reference(cfg, model).pack is packed, overrides

@@ -3,7 +3,7 @@
 The memory-fit tests run it in a fresh subprocess (so the peak is this step's, not the test
 runner's) and compare its numbers with reinforge.run.memory_fit's prediction.
 
-The step is the pipeline's own parts (build_policy, build_learner, build_engine, build_reference,
+The step is the pipeline's own parts (build_policy, build_learners, build_engine, build_reference,
 prepare_batch, train_step), in the order rl_loop runs them. Two things make it the step a
 prediction is for:
 - Steady state: the optimizer state and the gradients exist from the first optimizer step on, so
@@ -47,7 +47,7 @@ def main(overrides: list[str]) -> dict:
     from reinforge.learner.batch import TrainingBatch
     from reinforge.models import lora
     from reinforge.rollout.episodes import rollout_groups
-    from reinforge.run.pipeline import build_engine, build_learner, build_policy, build_reference
+    from reinforge.run.pipeline import build_engine, build_learners, build_policy, build_reference
     from reinforge.runtime.process_settings import configure_process
     from reinforge.run.task_fit import check_tasks_fit
     from reinforge.tasks.registry import load_tasks
@@ -64,7 +64,7 @@ def main(overrides: list[str]) -> dict:
     env = build_env(cfg, tokenizer)
     if cfg.model.lora is not None:
         model = lora.apply_lora(model, cfg.model.lora, seed=cfg.trainer.seed)
-    learner, _ = build_learner(cfg, model, env)
+    learner = build_learners(cfg, {"policy": model}, env)[0]["policy"]
     engine = build_engine(cfg, model, tokenizer.pad_token_id)
     reference = build_reference(cfg, model)
     loss_fn = make_policy_objective(cfg.algo)
