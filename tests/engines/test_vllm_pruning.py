@@ -13,7 +13,7 @@ import pytest
 from reinforge.config import load_config
 from reinforge.engines.vllm_engine import vllm_available
 from reinforge.run.pipeline import run_training
-from run_records import run_metrics
+from values.test_pruning_everywhere import check_pruned_run
 
 pytestmark = [
     pytest.mark.vllm,
@@ -34,13 +34,4 @@ RUN = [
 def test_pruning_runs_on_vllm(tmp_path: Path, recorded) -> None:
     run = tmp_path / "run"
     run_training(load_config("default", [*RUN, f"trainer.output_dir={run}"]))
-    rl = [r for r in run_metrics(run) if r.get("stage") == "rl"]
-    assert rl[0]["prune/active"] == 0.0 and all(r["prune/active"] == 1.0 for r in rl[1:])
-    assert sum(r["prune/rollouts"] for r in rl) > 0, "nothing was pruned: the test does not exercise pruning"
-    for (_, batch), row in zip(recorded, rl):
-        sizes: dict[int, int] = {}
-        for t in batch:
-            assert t.finish_reason != "pruned"
-            sizes[t.group_id] = sizes.get(t.group_id, 0) + 1
-        assert min(sizes.values()) >= 2  # success_head.min_group_size
-        assert row["prune/rollouts"] == len(sizes) * 4 - len(batch)
+    check_pruned_run(run, recorded)
