@@ -1,0 +1,88 @@
+"""Sharded learner (workers.sharding=fsdp): 2 FSDP2 gloo ranks on CPU make the step one process
+makes on the whole batch, and a learner group built on it keeps the loop's full model in sync."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.distributed.tensor import DTensor
+
+from reinforge.distributed.ddp import free_port, init_distributed, shard_rows
+from reinforge.distributed.fsdp import ShardedPolicyLearner, full_optimizer_state
+from reinforge.learner.policy_objective import make_policy_objective
+from reinforge.models.tiny_llama import build_tiny_llama
+from deadlines import PROCESS_START_S
+from teacher_forcing import LearnerState, RecordedStep, StepOutcome, assert_replays
+from test_ddp import AGGREGATIONS, LR, MAX_RESPONSE, algo_for, make_batch, make_tokenizer, single_learner
+
+
+def full(tensor: torch.Tensor) -> torch.Tensor:
+    return (tensor.full_tensor() if isinstance(tensor, DTensor) else tensor).detach().clone()
+
+
+def sharded_snapshot(learner: ShardedPolicyLearner) -> LearnerState:
+    """The whole model's state, gathered from the shards (a collective: every rank calls it)."""
+    weights = {k: full(v) for k, v in learner.model.state_dict().items()}
+    return LearnerState(weights, full_optimizer_state(learner.optimizer), learner.version)
+
+
+def sharded_step(learner: ShardedPolicyLearner, batch, loss_fn, shard) -> RecordedStep:
+    before = sharded_snapshot(learner)
+    metrics = learner.train_step(shard, loss_fn)
+    params = dict(learner.model.named_parameters())
+    grads = {k: full(p.grad) for k, p in params.items()}
+    return RecordedStep(before, batch, loss_fn, StepOutcome(grads, {k: full(p) for k, p in params.items()}, dict(metrics)))
+
+
+def train_sharded(rank: int, world_size: int, steps: int = 2):
+    torch.set_num_threads(1)
+    tokenizer = make_tokenizer()
+    batch = make_batch(len(tokenizer), tokenizer.pad_token_id)
+    out = {}
+    for agg in AGGREGATIONS:
+        learner = ShardedPolicyLearner(build_tiny_llama(tokenizer, "nano", seed=0), LR, micro_batch_size=2, max_response_tokens=MAX_RESPONSE)
+        assert all(isinstance(p, DTensor) for p in learner.model.parameters())
+        loss_fn = make_policy_objective(algo_for(agg))
+        shard = batch.select(shard_rows(len(batch), rank, world_size))
+        out[agg] = [sharded_step(learner, batch, loss_fn, shard) for _ in range(steps)]
+        local = sum(p.to_local().numel() for p in learner.model.parameters())
+        out[agg + "/local_share"] = local / learner.trainable_params
+    return out
+
+
+def rank_main(rank: int, world_size: int, port: int):
+    init_distributed(rank, world_size, port, backend="gloo", timeout_s=PROCESS_START_S)
+    try:
+        return train_sharded(rank, world_size)
+    finally:
+        dist.destroy_process_group()
+
+
+def child_main(index: int, world_size: int, port: int) -> None:
+    rank_main(index + 1, world_size, port)
+
+
+def test_two_fsdp_ranks_match_one_process() -> None:
+    """Every step of 2 sharded ranks is the step one process takes on the whole batch from the
+    same state (tests/teacher_forcing.py bounds, as for the replicated learner), for every loss
+    aggregation; each rank holds about half of the weights."""
+    port = free_port()
+    child = mp.spawn(child_main, args=(2, port), nprocs=1, join=False)
+    try:
+        parallel = rank_main(0, 2, port)
+        assert child.join(timeout=PROCESS_START_S), "rank 1 did not finish"
+    finally:
+        for process in child.processes:
+            if process.is_alive():
+                process.kill()
+    tokenizer = make_tokenizer()
+    initial = build_tiny_llama(tokenizer, "nano", seed=0).state_dict()
+    for agg in AGGREGATIONS:
+        steps = parallel[agg]
+        assert all(torch.equal(steps[0].before.model[k], initial[k]) for k in initial)
+        assert steps[1].before.optimizer["state"], "the second step starts from AdamW moments"
+        assert_replays(single_learner(build_tiny_llama(tokenizer, "nano", seed=0)), steps, algo_for(agg))
+        moved = max((steps[-1].outcome.weights[k] - initial[k]).abs().max().item() for k in steps[-1].outcome.weights)
+        assert moved > LR / 2
+        assert 0.4 < parallel[agg + "/local_share"] <= 0.6  # rank 0's shard: dim-0 halves (odd sizes round up)
