@@ -86,3 +86,70 @@ def test_two_fsdp_ranks_match_one_process() -> None:
         moved = max((steps[-1].outcome.weights[k] - initial[k]).abs().max().item() for k in steps[-1].outcome.weights)
         assert moved > LR / 2
         assert 0.4 < parallel[agg + "/local_share"] <= 0.6  # rank 0's shard: dim-0 halves (odd sizes round up)
+
+
+def test_learner_group_with_fsdp_keeps_rank_0s_full_model_and_resumes_exactly() -> None:
+    """`reinforge train` with workers.learners=2 sharding=fsdp: rank 0 (this process) drives a
+    spawned follower. After each step the loop's full model on rank 0 holds exactly the weights
+    the two sharded ranks computed (the same bits as the ranks of the test above, which match one
+    process); the optimizer's state_dict is the whole model's in the plain format (a checkpoint);
+    and a fresh group given step 1's weights and that state takes exactly the same step 2."""
+    from reinforge.config import AlgoConfig
+    from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
+
+    port = free_port()
+    child = mp.spawn(child_main, args=(2, port), nprocs=1, join=False)
+    try:
+        direct = rank_main(0, 2, port)["token_mean"]
+        assert child.join(timeout=PROCESS_START_S), "rank 1 did not finish"
+    finally:
+        for process in child.processes:
+            if process.is_alive():
+                process.kill()
+    torch.set_num_threads(1)
+    tokenizer = make_tokenizer()
+    batch = make_batch(len(tokenizer), tokenizer.pad_token_id)
+    algo = algo_for("token_mean")
+    loss_fn = make_policy_objective(algo)
+    kwargs = dict(lr=LR, micro_batch_size=2, max_response_tokens=MAX_RESPONSE)
+
+    def group_on(model):
+        spec = FollowerSpec(model.config, kwargs, algo, threads=1, timeout_s=PROCESS_START_S, sharding="fsdp")
+        return LearnerGroup(2, spec, model)
+
+    model = build_tiny_llama(tokenizer, "nano", seed=0)
+    group = group_on(model)
+    try:
+        driver = group.learner
+        assert driver.model is model and not isinstance(next(model.parameters()), DTensor)
+        driver.train_step(batch, loss_fn)
+        after_one = {k: v.clone() for k, v in model.state_dict().items()}
+        checkpoint = driver.optimizer.state_dict()
+        driver.train_step(batch, loss_fn)
+        after_two = {k: v.clone() for k, v in model.state_dict().items()}
+    finally:
+        group.close()
+    assert [p.exitcode for p in group.followers] == [0]
+    assert driver.version == 2
+    for k, weights in direct[1].before.model.items():  # the ranks above, after their step 1 and 2
+        assert torch.equal(after_one[k], weights), k
+    for k, weights in direct[1].outcome.weights.items():
+        assert torch.equal(after_two[k], weights), k
+    plain = direct[1].before.optimizer  # full_optimizer_state of the ranks after step 1
+    assert set(checkpoint["state"]) == set(plain["state"]) and checkpoint["state"], "the moments of every parameter, numbered"
+    for index, entry in plain["state"].items():
+        assert all(torch.equal(checkpoint["state"][index][key], value) for key, value in entry.items())
+
+    # Resume: another start (seed 1), given step 1's weights, optimizer state and version.
+    other = build_tiny_llama(tokenizer, "nano", seed=1)
+    group = group_on(other)
+    try:
+        driver = group.learner
+        other.load_state_dict(after_one)
+        driver.optimizer.load_state_dict(checkpoint)
+        driver.version = 1
+        driver.train_step(batch, loss_fn)
+    finally:
+        group.close()
+    assert driver.version == 2
+    assert all(torch.equal(other.state_dict()[k], v) for k, v in after_two.items()), "the resumed step 2 is the same bits"
