@@ -390,6 +390,7 @@ class WorkersConfig(Section):
     startup_timeout_s: float | None = Field(None, gt=0, description="Deadline of a worker's start instead (a fresh process imports torch and transformers and builds its part first, which on a busy machine can take longer than a step may): rollout and reward workers' first call, data-parallel learners' start. None: workers.timeout_s.")
     cpus_per_worker: float = Field(1.0, gt=0, description="CPUs Ray reserves for each rollout or reward worker (a rollout worker's torch threads too, at least 1).")
     learners: int = Field(1, ge=1, description="Policy learner processes: above 1, the update runs data-parallel over torch.distributed (gloo on CPU, NCCL on GPU); this process is rank 0 and runs the rest of the loop. The update equals the single-process one up to float summation order.")
+    sharding: Literal["none", "fsdp"] = Field("none", description="How the workers.learners > 1 ranks hold the policy: none (each a full replica of weights, gradients and AdamW state) or fsdp (FSDP2: each rank 1/N of them, decoder layer by layer; rank 0 keeps a full copy for its engine; docs/scaling.md).")
 
 
 class SuccessHeadConfig(Section):

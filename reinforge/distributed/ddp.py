@@ -114,12 +114,23 @@ class DataParallelPolicyLearner(PolicyLearner):
     Construct it on every rank after `init_distributed`; rank 0's weights are broadcast to all."""
 
     def __init__(self, model, *args, group=None, **kwargs):
-        super().__init__(model, *args, **kwargs)
+        broadcast_module(model, group)
+        super().__init__(self.distribute(model), *args, **kwargs)
         self.group = group
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)
-        broadcast_module(model, group)
         self._global_norm: LossNormalizer | None = None
+
+    def distribute(self, model):
+        """The model this rank trains, made from the full one once rank 0's weights are in it
+        (here the model itself: a full replica; reinforge.distributed.fsdp shards it)."""
+        return model
+
+    def load_synced_state(self, state: dict) -> None:
+        """Rank 0's weights, optimizer state and version (sent with the first batch, see learner_group)."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.version = state["version"]
 
     def loss_normalizer(self, batch: TrainingBatch) -> LossNormalizer:
         assert self._global_norm is not None, "loss_normalizer is set by train_step"

@@ -35,6 +35,7 @@ training process that dies leaves the followers waiting that long, then they exi
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import multiprocessing as mp
 import signal
@@ -47,6 +48,7 @@ from transformers import AutoModelForCausalLM, PretrainedConfig
 
 from reinforge.config import AlgoConfig, ConfigError, LoraConfig
 from reinforge.distributed.ddp import DataParallelPolicyLearner, free_port, init_distributed, rank_device, shard_rows
+from reinforge.distributed.fsdp import ShardedPolicyLearner, full_optimizer_state
 from reinforge.import_paths import import_roots, use_import_roots
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.policy_learner import LossFn
@@ -54,7 +56,7 @@ from reinforge.models.lora import apply_lora
 from reinforge.runtime.process_settings import configure_process
 from reinforge.learner.policy_objective import make_policy_objective
 
-STEP, STOP = "step", "stop"
+STEP, STOP, GATHER_OPTIMIZER = "step", "stop", "gather_optimizer"
 
 
 @dataclasses.dataclass
@@ -77,6 +79,8 @@ class FollowerSpec:
     # only the adapters, the trainable parameters, have gradients to all-reduce.
     lora: LoraConfig | None = None
     lora_seed: int = 0
+    # workers.sharding: none (every rank a full replica) or fsdp (reinforge.distributed.fsdp)
+    sharding: str = "none"
 
     @property
     def start_deadline_s(self) -> float:
@@ -108,13 +112,87 @@ class DriverLearner(DataParallelPolicyLearner):
             raise ValueError(f"a mini-batch of {len(batch)} sequences cannot be split over {self.world_size} learners")
         state = None
         if not self._followers_synced:
-            state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "version": self.version}
+            state = self.synced_state()
             self._followers_synced = True
         dist.broadcast_object_list([(STEP, self.name, batch, state)], src=0, group=self.group)
+        if state is not None:
+            self.state_sent(state)
         return super().train_step(batch.select(shard_rows(len(batch), self.rank, self.world_size)), loss_fn)
+
+    def synced_state(self) -> dict:
+        """What the followers load before their first update (`load_synced_state`): rank 0's state."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "version": self.version}
+
+    def state_sent(self, state: dict) -> None:
+        """After the followers were sent `state`: nothing here (this rank's model is the state)."""
 
     def stop_followers(self) -> None:
         dist.broadcast_object_list([(STOP, None, None, None)], src=0, group=self.group)
+
+
+class ShardedDriverLearner(DriverLearner, ShardedPolicyLearner):
+    """Rank 0 of a sharded group (workers.sharding=fsdp). `model` stays the loop's full model (its
+    in-process engine samples it; the reference, checkpoints and log-probs outside the update read
+    it: none of them may run a collective); the update trains a sharded copy of it
+    (`trained_model`) and gathers the new weights back into `model` after every step, before the
+    loop syncs its engine. `optimizer` is rank 0's view of the sharded AdamW (`GatheredOptimizer`):
+    its state_dict is the whole model's, in the plain optimizer's format, for checkpoints."""
+
+    def __init__(self, model, *args, **kwargs):
+        super().__init__(copy.deepcopy(model), *args, **kwargs)
+        self.sharded, self.model = self.model, model
+        self.optimizer = GatheredOptimizer(self.optimizer, self)
+        self.gather_into = model
+
+    @property
+    def trained_model(self):
+        return self.sharded
+
+    @property
+    def sharded_optimizer(self) -> torch.optim.Optimizer:
+        return self.optimizer.inner
+
+    def synced_state(self) -> dict:
+        """Rank 0's full weights (the loop may have loaded a checkpoint into `model` since the copy
+        was sharded) and a loaded optimizer state, if any; every rank, this one too, shards them."""
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.pending, "version": self.version}
+        self.optimizer.pending = None
+        return state
+
+    def state_sent(self, state: dict) -> None:
+        self.load_synced_state(state)
+
+
+class GatheredOptimizer:
+    """Rank 0's handle on a sharded optimizer: steps it, and reads and writes its state as a plain
+    optimizer's state_dict of the whole model (what checkpoints hold). `state_dict()` gathers the
+    shards (the followers join through a GATHER_OPTIMIZER message); `load_state_dict` keeps the
+    state until the next update, whose first message carries it to every rank."""
+
+    def __init__(self, inner: torch.optim.Optimizer, driver: ShardedDriverLearner):
+        self.inner, self.driver, self.pending = inner, driver, None
+
+    @property
+    def param_groups(self) -> list[dict]:
+        return self.inner.param_groups
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.inner.zero_grad(set_to_none=set_to_none)
+
+    def step(self) -> None:
+        self.inner.step()
+
+    def state_dict(self) -> dict:
+        if self.pending is not None:
+            return copy.deepcopy(self.pending)
+        dist.broadcast_object_list([(GATHER_OPTIMIZER, self.driver.name, None, None)], src=0, group=self.driver.group)
+        return full_optimizer_state(self.inner)
+
+    def load_state_dict(self, state: dict) -> None:
+        if any(not isinstance(index, int) for index in state.get("state", {})):
+            raise ValueError("workers.sharding=fsdp loads a plain optimizer state_dict (parameters numbered); this one is not")
+        self.pending = copy.deepcopy(state)
+        self.driver._followers_synced = False  # the next update sends it (with rank 0's weights)
 
 
 def serve_follower(learners: dict[str, DataParallelPolicyLearner], loss_fns: dict[str, LossFn]) -> int:
@@ -128,10 +206,11 @@ def serve_follower(learners: dict[str, DataParallelPolicyLearner], loss_fns: dic
         if kind == STOP:
             return steps
         learner, loss_fn = learners[name], loss_fns[name]
+        if kind == GATHER_OPTIMIZER:  # a sharded learner's checkpoint: its optimizer shards, gathered on rank 0
+            full_optimizer_state(learner.optimizer)
+            continue
         if state is not None:
-            learner.model.load_state_dict(state["model"])
-            learner.optimizer.load_state_dict(state["optimizer"])
-            learner.version = state["version"]
+            learner.load_synced_state(state)
         learner.train_step(batch.select(shard_rows(len(batch), learner.rank, learner.world_size)), loss_fn)
         steps += 1
 
@@ -163,7 +242,8 @@ def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec, rep
     init_distributed(rank, world_size, port, timeout_s=spec.timeout_s, device=device)
     try:
         # In the driver's order: each learner's construction broadcasts rank 0's weights of that policy.
-        learners = {name: DataParallelPolicyLearner(model, **spec.learner_kwargs) for name, model in models.items()}
+        kind = ShardedPolicyLearner if spec.sharding == "fsdp" else DataParallelPolicyLearner
+        learners = {name: kind(model, **spec.learner_kwargs) for name, model in models.items()}
         serve_follower(learners, loss_fns)
     finally:
         dist.destroy_process_group()
@@ -199,7 +279,8 @@ class LearnerGroup:
             for rank, (reader, _) in enumerate(reports, start=1):
                 self._wait_started(rank, reader)
             init_distributed(0, world_size, port, timeout_s=spec.timeout_s, device=rank_device(spec.device, 0))
-            self.learners = {name: DriverLearner(m, **spec.learner_kwargs, name=name) for name, m in models.items()}
+            driver = ShardedDriverLearner if spec.sharding == "fsdp" else DriverLearner
+            self.learners = {name: driver(m, **spec.learner_kwargs, name=name) for name, m in models.items()}
         except BaseException:
             self._kill()
             raise

@@ -78,6 +78,11 @@ class PolicyLearner:
         self.version = 0  # bumped on every optimizer step; engines sample from a known version
 
     @property
+    def trained_model(self):
+        """The module `train_step` runs: the model (rank 0 of a sharded group trains a sharded copy of it)."""
+        return self.model
+
+    @property
     def trainable_params(self) -> int:
         """Number of weights the optimizer updates (all of them, or the LoRA adapters)."""
         return sum(p.numel() for p in self.trainable)
@@ -93,6 +98,15 @@ class PolicyLearner:
     def reduce_gradients(self) -> None:
         """Called between backward and clipping; a data-parallel learner all-reduces gradients here."""
 
+    def pad_micro_batches(self, batch: TrainingBatch, done: int) -> None:
+        """Called after the `done` micro-batches of `batch`; a sharded learner adds passes here so
+        that every rank runs as many forwards and backwards (each one a collective)."""
+
+    def clip_gradients(self) -> torch.Tensor:
+        """Clip the gradients to max_grad_norm; their global norm before clipping. A sharded
+        learner (reinforge.distributed.fsdp) gathers the norm of its gradient shards."""
+        return torch.nn.utils.clip_grad_norm_(self.trainable, self.max_grad_norm)
+
     def train_step(self, batch: TrainingBatch, loss_fn: LossFn) -> dict[str, float]:
         """One optimizer step on `batch`, accumulated over micro-batches.
 
@@ -102,17 +116,19 @@ class PolicyLearner:
         With dropout on, each forward is a different random sub-network: on a GPT-2 config
         (dropout 0.1) the very first step showed ratio 0.93 and clip fraction 0.11.
         """
-        self.model.eval()
+        self.trained_model.eval()
         self.optimizer.zero_grad(set_to_none=True)
         norm = self.loss_normalizer(batch)
         normalizer = float(max(norm.num_tokens, 1))
         totals: dict[str, float] = {}
         entropy_sum = 0.0
+        done = 0
         for rows in micro_batches(batch.attention_mask, self.micro_batch_size, self.max_tokens_per_microbatch):
+            done += 1
             micro = batch.select(rows).to(self.device)
             with self._autocast():
                 logprobs, entropy = token_logprobs(
-                    self.model, micro.input_ids, micro.attention_mask, self.temperature, self.entropy_grad, self.pack,
+                    self.trained_model, micro.input_ids, micro.attention_mask, self.temperature, self.entropy_grad, self.pack,
                     packed_kernels=self.packed_kernels, chunk_tokens=self.logprob_chunk_tokens,
                     checkpoint_layers=self.activation_checkpointing,
                 )
@@ -124,8 +140,9 @@ class PolicyLearner:
             for key, value in metrics.items():
                 totals[key] = accumulate_metric(key, totals.get(key), value, weight)
             entropy_sum += (entropy.detach() * micro.loss_mask).sum().item()
+        self.pad_micro_batches(batch, done)
         self.reduce_gradients()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.trainable, self.max_grad_norm)
+        grad_norm = self.clip_gradients()
         if not torch.isfinite(grad_norm):
             raise FloatingPointError(f"non-finite gradient norm ({grad_norm}) at learner version {self.version}")
         for group in self.optimizer.param_groups:

@@ -269,10 +269,19 @@ def build_learners(cfg: Config, models: dict, env) -> tuple[dict[str, PolicyLear
         return {name: PolicyLearner(model, **kwargs) for name, model in models.items()}, None
     from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
 
+    if cfg.workers.sharding == "fsdp":
+        from reinforge.distributed.fsdp import decoder_layers
+
+        for model in models.values():  # before any process starts: a model FSDP cannot split by layer
+            try:
+                decoder_layers(model)
+            except ValueError as err:
+                raise ConfigError(str(err)) from None
+
     spec = FollowerSpec(
         {name: model.config for name, model in models.items()}, kwargs, a, torch.get_num_threads(), cfg.workers.timeout_s, device=cfg.model.device,
         retain_freed_memory=cfg.trainer.retain_freed_memory, startup_timeout_s=cfg.workers.startup_timeout_s,
-        lora=cfg.model.lora, lora_seed=cfg.trainer.seed,
+        lora=cfg.model.lora, lora_seed=cfg.trainer.seed, sharding=cfg.workers.sharding,
     )
     group = LearnerGroup(cfg.workers.learners, spec, models)
     return group.learners, group

@@ -29,6 +29,7 @@ from reinforge.values.value_heads_check import check_value_heads
 from reinforge.run.memory_check import check_memory_fit, prompt_lower_bound
 from reinforge.run.advantage_options_check import check_advantage_options
 from reinforge.run.selection_check import check_selection
+from reinforge.run.sharding_check import check_sharding
 from reinforge.run.task_fit import check_jsonl_texts, check_prompt_lengths  # noqa: F401 - check_prompt_lengths re-exported
 
 
@@ -55,6 +56,7 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
     check_schedule(cfg)
     check_value_heads(cfg)
     check_device(cfg)
+    check_sharding(cfg)
     check_monitor_config(cfg, len(cfg.policies) > 1)
     for warning in engine_gap_warnings(cfg):
         print(f"reinforge: warning: {warning}", file=sys.stderr)

@@ -1,0 +1,163 @@
+"""A sharded data-parallel policy learner: FSDP2 (`torch.distributed.fsdp.fully_shard`), `workers.sharding=fsdp`.
+
+Each rank keeps 1/N of every weight, gradient and AdamW moment (DTensor shards): the decoder
+layers are sharded one by one, then the root (embeddings, final norm, head), so a forward
+all-gathers one layer at a time and frees it after, and the backward reduce-scatters each layer's
+gradient. The update is the data-parallel one (reinforge.distributed.ddp): every rank trains on
+its shard of the batch with losses normalized by the whole batch's counts, so the gradients are
+*summed* over the ranks (FSDP's default divides by the world size: turned off here), clipped by
+the global norm and stepped by AdamW on the shards.
+
+Everything outside the update needs full weights on rank 0 (its in-process engine, the reference,
+checkpoints): `gather_full_weights` all-gathers them parameter by parameter after every step (one
+full parameter in flight at a time, besides rank 0's own full model). `full_optimizer_state` and
+`load_full_optimizer_state` convert the sharded AdamW state to and from the plain optimizer's
+`state_dict()` format (full tensors, parameters by position), so checkpoints keep their layout.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor, distribute_tensor
+
+from reinforge.distributed.ddp import DataParallelPolicyLearner
+from reinforge.learner.batch import micro_batches
+from reinforge.learner.logprobs import token_logprobs
+from reinforge.runtime.resume_changes import load_optimizer_state
+
+LAYER_LISTS = ("layers", "h", "blocks", "block")  # Llama/Qwen/Mistral, GPT-2, ...: the base model's attribute
+
+
+def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
+    """The decoder layers of a Hugging Face causal LM (`base_model.layers`, `.h`, ...), or a
+    ValueError naming the model's class."""
+    base = getattr(model, "base_model", model)
+    for name in LAYER_LISTS:
+        layers = getattr(base, name, None)
+        if isinstance(layers, torch.nn.ModuleList) and len(layers) > 0:
+            return layers
+    raise ValueError(
+        f"workers.sharding=fsdp cannot find the decoder layers of {type(model).__name__} (looked for a ModuleList at "
+        f"base_model.{' / .'.join(LAYER_LISTS)}): set workers.sharding=none"
+    )
+
+
+def shard_model(model: torch.nn.Module) -> torch.nn.Module:
+    """FSDP2 over the default process group: each decoder layer, then the root. Gradients are
+    summed over the ranks, not averaged (the losses are already normalized by the whole batch)."""
+    for layer in decoder_layers(model):
+        fully_shard(layer)
+    fully_shard(model)
+    for module in model.modules():
+        if hasattr(module, "set_gradient_divide_factor"):
+            module.set_gradient_divide_factor(1.0)
+            # A plain SUM reduce-scatter (else a divisor of 1 becomes PREMUL_SUM, which gloo lacks).
+            module.set_force_sum_reduction_for_comms(True)
+    return model
+
+
+@torch.no_grad()
+def gather_full_weights(sharded: torch.nn.Module, into: torch.nn.Module | None = None) -> None:
+    """All-gather each parameter of `sharded` (a collective: every rank calls it) and copy it
+    into the same-named parameter of `into` (rank 0's full model; None on the other ranks)."""
+    targets = dict(into.named_parameters()) if into is not None else {}
+    for name, param in sharded.named_parameters():
+        full = param.full_tensor() if isinstance(param, DTensor) else param
+        if into is not None:
+            targets[name].copy_(full)
+
+
+def full_optimizer_state(optimizer: torch.optim.Optimizer) -> dict:
+    """The sharded optimizer's `state_dict()` with every DTensor gathered to a full tensor (a
+    collective: every rank calls it), i.e. what a plain optimizer of the whole model would return."""
+    state = optimizer.state_dict()
+    for index in sorted(state["state"]):  # the same order on every rank
+        entry = dict(state["state"][index])  # a copy: state_dict() shares the live per-parameter dicts
+        for key in sorted(entry):
+            if isinstance(entry[key], DTensor):
+                entry[key] = entry[key].full_tensor()
+            elif isinstance(entry[key], torch.Tensor):  # the step count: a copy, the live one counts on
+                entry[key] = entry[key].clone()
+        state["state"][index] = entry
+    return state
+
+
+def load_full_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
+    """Load a plain optimizer `state_dict()` (full tensors, as `full_optimizer_state` returns and
+    checkpoints hold) into the sharded optimizer: each rank keeps its shard of every moment; the
+    hyperparameters the optimizer was built with stay (as load_optimizer_state does)."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    if any(not isinstance(index, int) for index in state["state"]):
+        raise ValueError("the optimizer state is not a plain optimizer's state_dict (its parameters are not numbered)")
+    local = {"param_groups": state["param_groups"], "state": {}}
+    for index, entry in state["state"].items():
+        param = params[index]
+        local["state"][index] = {
+            key: distribute_tensor(value, param.device_mesh, param.placements, src_data_rank=None)
+            if isinstance(value, torch.Tensor) and value.shape == param.shape and isinstance(param, DTensor) else value
+            for key, value in entry.items()
+        }
+    load_optimizer_state(optimizer, local)
+
+
+class ShardedPolicyLearner(DataParallelPolicyLearner):
+    """`DataParallelPolicyLearner` over an FSDP2-sharded model: the same `train_step(shard)`
+    contract and update; the model given is sharded in place after rank 0's weights are broadcast.
+    After every step the full weights are gathered (every rank takes part) into `gather_into`:
+    rank 0's full model in a learner group (reinforge.distributed.learner_group), else nowhere."""
+
+    gather_into: torch.nn.Module | None = None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The packed forward and the chunked log-softmax call the decoder and read the head's weight
+        # outside the model's own forward, where FSDP's hooks gather the root's shards: the update
+        # goes through `model(...)` and its full logits instead.
+        self.pack = False
+        self.logprob_chunk_tokens = None
+
+    @property
+    def sharded_optimizer(self) -> torch.optim.Optimizer:
+        return self.optimizer
+
+    def train_step(self, batch, loss_fn) -> dict[str, float]:
+        # Every forward and backward gathers and reduces shards with all ranks: all ranks must run
+        # as many micro-batches, so a rank with fewer (shards differ by a row) pads with passes
+        # that add exactly nothing (`pad_micro_batches`).
+        count = torch.tensor([len(micro_batches(batch.attention_mask, self.micro_batch_size, self.max_tokens_per_microbatch))])
+        dist.all_reduce(count, op=dist.ReduceOp.MAX, group=self.group)
+        self._micro_batches = int(count.item())
+        metrics = super().train_step(batch, loss_fn)
+        gather_full_weights(self.trained_model, self.gather_into)
+        return metrics
+
+    def distribute(self, model: torch.nn.Module) -> torch.nn.Module:
+        return shard_model(model)
+
+    def pad_micro_batches(self, batch, done: int) -> None:
+        """Forwards and backwards of a zero loss on one row, up to the most micro-batches a rank
+        runs: the same collectives as a real pass, gradients unchanged (+0), no metrics."""
+        for _ in range(self._micro_batches - done):
+            micro = batch.select(slice(0, 1)).to(self.device)
+            with self._autocast():
+                logprobs, _ = token_logprobs(
+                    self.trained_model, micro.input_ids, micro.attention_mask, self.temperature, entropy=False, chunk_tokens=None,
+                )
+            (logprobs.sum() * 0.0).backward()
+
+    def reduce_gradients(self) -> None:
+        """Nothing: FSDP reduce-scatters (sums) each layer's gradient during the backward."""
+
+    def clip_gradients(self) -> torch.Tensor:
+        norm = torch.nn.utils.clip_grad_norm_(self.trainable, self.max_grad_norm)
+        return norm.full_tensor() if isinstance(norm, DTensor) else norm
+
+    def load_synced_state(self, state: dict) -> None:
+        """Rank 0's full weights, plain optimizer state (None: nothing to load) and version."""
+        set_model_state_dict(self.trained_model, state["model"], options=StateDictOptions(full_state_dict=True))
+        if state["optimizer"] is not None:
+            load_full_optimizer_state(self.sharded_optimizer, state["optimizer"])
+        self.version = state["version"]

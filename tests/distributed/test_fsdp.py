@@ -1,0 +1,155 @@
+"""Sharded learner (workers.sharding=fsdp): 2 FSDP2 gloo ranks on CPU make the step one process
+makes on the whole batch, and a learner group built on it keeps the loop's full model in sync."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.distributed.tensor import DTensor
+
+from reinforge.distributed.ddp import free_port, init_distributed, shard_rows
+from reinforge.distributed.fsdp import ShardedPolicyLearner, full_optimizer_state
+from reinforge.learner.policy_objective import make_policy_objective
+from reinforge.models.tiny_llama import build_tiny_llama
+from deadlines import PROCESS_START_S
+from teacher_forcing import LearnerState, RecordedStep, StepOutcome, assert_replays
+from test_ddp import AGGREGATIONS, LR, MAX_RESPONSE, algo_for, make_batch, make_tokenizer, single_learner
+
+
+def full(tensor: torch.Tensor) -> torch.Tensor:
+    return (tensor.full_tensor() if isinstance(tensor, DTensor) else tensor).detach().clone()
+
+
+def sharded_snapshot(learner: ShardedPolicyLearner) -> LearnerState:
+    """The whole model's state, gathered from the shards (a collective: every rank calls it)."""
+    weights = {k: full(v) for k, v in learner.model.state_dict().items()}
+    return LearnerState(weights, full_optimizer_state(learner.optimizer), learner.version)
+
+
+def sharded_step(learner: ShardedPolicyLearner, batch, loss_fn, shard) -> RecordedStep:
+    before = sharded_snapshot(learner)
+    metrics = learner.train_step(shard, loss_fn)
+    params = dict(learner.model.named_parameters())
+    grads = {k: full(p.grad) for k, p in params.items()}
+    return RecordedStep(before, batch, loss_fn, StepOutcome(grads, {k: full(p) for k, p in params.items()}, dict(metrics)))
+
+
+def train_sharded(rank: int, world_size: int, steps: int = 2):
+    torch.set_num_threads(1)
+    tokenizer = make_tokenizer()
+    batch = make_batch(len(tokenizer), tokenizer.pad_token_id)
+    out = {}
+    for agg in AGGREGATIONS:
+        learner = ShardedPolicyLearner(build_tiny_llama(tokenizer, "nano", seed=0), LR, micro_batch_size=2, max_response_tokens=MAX_RESPONSE)
+        assert all(isinstance(p, DTensor) for p in learner.model.parameters())
+        loss_fn = make_policy_objective(algo_for(agg))
+        shard = batch.select(shard_rows(len(batch), rank, world_size))
+        out[agg] = [sharded_step(learner, batch, loss_fn, shard) for _ in range(steps)]
+        local = sum(p.to_local().numel() for p in learner.model.parameters())
+        out[agg + "/local_share"] = local / learner.trainable_params
+    return out
+
+
+def rank_main(rank: int, world_size: int, port: int):
+    init_distributed(rank, world_size, port, backend="gloo", timeout_s=PROCESS_START_S)
+    try:
+        return train_sharded(rank, world_size)
+    finally:
+        dist.destroy_process_group()
+
+
+def child_main(index: int, world_size: int, port: int) -> None:
+    rank_main(index + 1, world_size, port)
+
+
+def test_two_fsdp_ranks_match_one_process() -> None:
+    """Every step of 2 sharded ranks is the step one process takes on the whole batch from the
+    same state (tests/teacher_forcing.py bounds, as for the replicated learner), for every loss
+    aggregation; each rank holds about half of the weights."""
+    port = free_port()
+    child = mp.spawn(child_main, args=(2, port), nprocs=1, join=False)
+    try:
+        parallel = rank_main(0, 2, port)
+        assert child.join(timeout=PROCESS_START_S), "rank 1 did not finish"
+    finally:
+        for process in child.processes:
+            if process.is_alive():
+                process.kill()
+    tokenizer = make_tokenizer()
+    initial = build_tiny_llama(tokenizer, "nano", seed=0).state_dict()
+    for agg in AGGREGATIONS:
+        steps = parallel[agg]
+        assert all(torch.equal(steps[0].before.model[k], initial[k]) for k in initial)
+        assert steps[1].before.optimizer["state"], "the second step starts from AdamW moments"
+        assert_replays(single_learner(build_tiny_llama(tokenizer, "nano", seed=0)), steps, algo_for(agg))
+        moved = max((steps[-1].outcome.weights[k] - initial[k]).abs().max().item() for k in steps[-1].outcome.weights)
+        assert moved > LR / 2
+        assert 0.4 < parallel[agg + "/local_share"] <= 0.6  # rank 0's shard: dim-0 halves (odd sizes round up)
+
+
+def test_learner_group_with_fsdp_keeps_rank_0s_full_model_and_resumes_exactly() -> None:
+    """`reinforge train` with workers.learners=2 sharding=fsdp: rank 0 (this process) drives a
+    spawned follower. After each step the loop's full model on rank 0 holds exactly the weights
+    the two sharded ranks computed (the same bits as the ranks of the test above, which match one
+    process); the optimizer's state_dict is the whole model's in the plain format (a checkpoint);
+    and a fresh group given step 1's weights and that state takes exactly the same step 2."""
+    from reinforge.config import AlgoConfig
+    from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
+
+    port = free_port()
+    child = mp.spawn(child_main, args=(2, port), nprocs=1, join=False)
+    try:
+        direct = rank_main(0, 2, port)["token_mean"]
+        assert child.join(timeout=PROCESS_START_S), "rank 1 did not finish"
+    finally:
+        for process in child.processes:
+            if process.is_alive():
+                process.kill()
+    torch.set_num_threads(1)
+    tokenizer = make_tokenizer()
+    batch = make_batch(len(tokenizer), tokenizer.pad_token_id)
+    algo = algo_for("token_mean")
+    loss_fn = make_policy_objective(algo)
+    kwargs = dict(lr=LR, micro_batch_size=2, max_response_tokens=MAX_RESPONSE)
+
+    def group_on(model):
+        spec = FollowerSpec(model.config, kwargs, algo, threads=1, timeout_s=PROCESS_START_S, sharding="fsdp")
+        return LearnerGroup(2, spec, model)
+
+    model = build_tiny_llama(tokenizer, "nano", seed=0)
+    group = group_on(model)
+    try:
+        driver = group.learner
+        assert driver.model is model and not isinstance(next(model.parameters()), DTensor)
+        driver.train_step(batch, loss_fn)
+        after_one = {k: v.clone() for k, v in model.state_dict().items()}
+        checkpoint = driver.optimizer.state_dict()
+        driver.train_step(batch, loss_fn)
+        after_two = {k: v.clone() for k, v in model.state_dict().items()}
+    finally:
+        group.close()
+    assert [p.exitcode for p in group.followers] == [0]
+    assert driver.version == 2
+    for k, weights in direct[1].before.model.items():  # the ranks above, after their step 1 and 2
+        assert torch.equal(after_one[k], weights), k
+    for k, weights in direct[1].outcome.weights.items():
+        assert torch.equal(after_two[k], weights), k
+    plain = direct[1].before.optimizer  # full_optimizer_state of the ranks after step 1
+    assert set(checkpoint["state"]) == set(plain["state"]) and checkpoint["state"], "the moments of every parameter, numbered"
+    for index, entry in plain["state"].items():
+        assert all(torch.equal(checkpoint["state"][index][key], value) for key, value in entry.items())
+
+    # Resume: another start (seed 1), given step 1's weights, optimizer state and version.
+    other = build_tiny_llama(tokenizer, "nano", seed=1)
+    group = group_on(other)
+    try:
+        driver = group.learner
+        other.load_state_dict(after_one)
+        driver.optimizer.load_state_dict(checkpoint)
+        driver.version = 1
+        driver.train_step(batch, loss_fn)
+    finally:
+        group.close()
+    assert driver.version == 2
+    assert all(torch.equal(other.state_dict()[k], v) for k, v in after_two.items()), "the resumed step 2 is the same bits"
