@@ -3,6 +3,8 @@ makes on the whole batch, and a learner group built on it keeps the loop's full 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -63,19 +65,30 @@ def child_main(index: int, world_size: int, port: int) -> None:
     rank_main(index + 1, world_size, port)
 
 
-def test_two_fsdp_ranks_match_one_process() -> None:
+def rank_0_main(index: int, world_size: int, port: int, path: str) -> None:
+    """Rank 0 in a process of its own: a process that ran FSDP2 keeps a gloo socket listening on
+    every interface after its group is destroyed, which the Ray loopback test would see in pytest's."""
+    out = rank_main(0, world_size, port)
+    torch.save({k: [replace(step, loss_fn=None) for step in v] if isinstance(v, list) else v for k, v in out.items()}, path)
+
+
+def test_two_fsdp_ranks_match_one_process(tmp_path) -> None:
     """Every step of 2 sharded ranks is the step one process takes on the whole batch from the
     same state (tests/teacher_forcing.py bounds, as for the replicated learner), for every loss
     aggregation; each rank holds about half of the weights."""
     port = free_port()
     child = mp.spawn(child_main, args=(2, port), nprocs=1, join=False)
+    rank_0 = mp.spawn(rank_0_main, args=(2, port, str(tmp_path / "rank0.pt")), nprocs=1, join=False)
     try:
-        parallel = rank_main(0, 2, port)
+        assert rank_0.join(timeout=PROCESS_START_S), "rank 0 did not finish"
         assert child.join(timeout=PROCESS_START_S), "rank 1 did not finish"
     finally:
-        for process in child.processes:
+        for process in [*child.processes, *rank_0.processes]:
             if process.is_alive():
                 process.kill()
+    parallel = torch.load(tmp_path / "rank0.pt", weights_only=False)
+    for agg in AGGREGATIONS:
+        parallel[agg] = [replace(step, loss_fn=make_policy_objective(algo_for(agg))) for step in parallel[agg]]
     tokenizer = make_tokenizer()
     initial = build_tiny_llama(tokenizer, "nano", seed=0).state_dict()
     for agg in AGGREGATIONS:
@@ -94,7 +107,6 @@ def test_learner_group_with_fsdp_keeps_rank_0s_full_model_and_resumes_exactly() 
     the two sharded ranks computed (the same bits as the ranks of the test above, which match one
     process); the optimizer's state_dict is the whole model's in the plain format (a checkpoint);
     and a fresh group given step 1's weights and that state takes exactly the same step 2."""
-    from reinforge.config import AlgoConfig
     from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
 
     port = free_port()
