@@ -17,7 +17,6 @@ ray = pytest.importorskip("ray")
 from reinforge.distributed.ray_cluster import start_ray, stop_ray  # noqa: E402
 from reinforge.run.pipeline import run_training  # noqa: E402
 from run_records import assert_same_run, run_metrics  # noqa: E402
-from deadlines import PROCESS_START_S  # noqa: E402
 
 QUIET = ["telemetry.progress=false", "telemetry.tensorboard=false", "telemetry.wandb='off'"]
 RUN = [
@@ -27,7 +26,7 @@ RUN = [
     'reward.components=[{name: letters, fn: format, weight: 1.0, params: {pattern: ".*[a-m].*", require_stop: false}}]',
     "success_head.enabled=true", "success_head.prune=true", "success_head.warmup_steps=1", "success_head.check_every=2",
 ]
-RAY = ["workers.workers=1", "workers.cpus_per_worker=0.5", "workers.timeout_s=60", f"workers.startup_timeout_s={PROCESS_START_S:g}"]
+from distributed.test_ray_pool import RAY  # noqa: E402  (one worker, half a CPU)
 
 
 @pytest.fixture(scope="module")
