@@ -6,7 +6,7 @@ tasks are sampled until `prompts_per_step` informative groups are in hand, for a
 `max_rounds` rollout rounds. If the cap is hit the step trains on the groups it has (never on
 none: a step with no informative group keeps the last round's groups, whose advantages are 0).
 The dropped groups come back beside the kept ones (`Collected.dropped`): left out of the loss, their
-outcomes still train the prompt-value model (reinforge.values.curriculum_sampler).
+outcomes still train the prompt-value model (reinforge.values.pending_predictions).
 """
 
 from __future__ import annotations

@@ -52,7 +52,9 @@ from reinforge.trainer.kl_coefficient import StepKLCoefficient
 from reinforge.learner.policy_objective import adaptive_entropy_coef, make_policy_objective
 from reinforge.trainer.zero_reward import zero_reward_warning
 from reinforge.values.curriculum_collector import CurriculumCollector
-from reinforge.values.curriculum_sampler import CurriculumSampler, make_task_sampler, merged_group_abs_advantages
+from reinforge.values.curriculum_sampler import CurriculumSampler
+from reinforge.values.group_advantages import merged_group_abs_advantages
+from reinforge.values.sampler_factory import make_task_sampler
 from reinforge.values.value_heads import ValueHeadsCollector, build_value_heads
 
 PHASES = ("rollout", "reward", "prepare", "update", "eval")

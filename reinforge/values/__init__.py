@@ -11,7 +11,13 @@ sampled, and what uses it.
 - `dump`: DUMP's UCB over task distributions.
 - `item_seats`: what an item's outcomes are: one per (item, trained seat), a game's seats each
   its own, a gateway agent's episode once however many pieces it came in.
+- `policy_values`: a value model per policy, each predicting its own seats from its own prompt states.
+- `pending_predictions`: the predictions made at draw time, waiting for their groups' outcomes.
+- `value_learning`: what the models take from the outcomes (scored, then trained on).
+- `draw_versions`: the frozen copies the async producer draws with, and why.
+- `group_advantages`: each group's mean |advantage|, DUMP's learnability signal.
 - `curriculum_sampler`: the trainer's task sampler with all of the above behind `next_batch`.
+- `sampler_factory`: the plain sampler or the curriculum one, as the config asks.
 - `config_check`: settings the value model cannot serve, refused before compute.
 
 The success head's side (the head itself: reinforge.models.success_head, its training:

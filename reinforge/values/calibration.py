@@ -36,3 +36,8 @@ def reliability_counts(predicted: torch.Tensor, outcome: torch.Tensor, bins: int
 def reliability_curve(counts: torch.Tensor) -> list[tuple[float, float, int]]:
     """(mean prediction, observed rate, samples) of every non-empty bin of `reliability_counts`."""
     return [(p / n, y / n, int(n)) for p, y, n in counts.tolist() if n > 0]
+
+
+def reliability_curve_by_bin(counts: torch.Tensor) -> list[tuple[float, float, int]]:
+    """(mean prediction, observed rate, samples) per bin, (0, 0, 0) for an empty one."""
+    return [(p / n, y / n, int(n)) if n > 0 else (0.0, 0.0, 0) for p, y, n in counts.tolist()]

@@ -6,7 +6,7 @@ value heads (success head, turn progress) train only on the newest policy versio
 (`reinforge.values.value_heads.newest_samples`), which is what lets them run under the async
 schedule and partial rollouts. The prompt-value model and its curricula draw with a versioned copy
 of themselves and learn from every group's outcome when it arrives
-(`reinforge.values.curriculum_sampler`), which is what lets them run with both and with dynamic sampling.
+(`reinforge.values.draw_versions`, `reinforge.values.pending_predictions`), which is what lets them run with both and with dynamic sampling.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class ValueFeatureSpec:
 SPECS = {
     # Async, partial rollouts, dynamic sampling: the curriculum draws with a versioned copy of itself (the
     # sampling weights' step) and learns from every group whenever its outcome arrives, the groups dynamic
-    # sampling drops included (reinforge.values.curriculum_sampler).
+    # sampling drops included (reinforge.values.draw_versions, reinforge.values.pending_predictions).
     "prompt_value": ValueFeatureSpec(
         "prompt_value.enabled=true", "one prompt, one outcome per episode", only_envs=ONE_OUTCOME_ENVS,
         # Async: the producer featurizes its prompts with the weights that sample them, its own in-process engine's.

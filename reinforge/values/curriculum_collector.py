@@ -6,7 +6,7 @@ tells the curriculum sampler, before each collection, which version of itself to
 of the sampling weights, `weights_index`) and which model featurizes the prompts (under async: the
 producer's engine copy, which holds exactly those weights; in a sync run the learner's model is them),
 and reports the draws' value/* metrics with the batch they drew, so no metric depends on which thread
-got there first (reinforge.values.curriculum_sampler has the rule and why).
+got there first (reinforge.values.draw_versions has the rule and why).
 """
 
 from __future__ import annotations

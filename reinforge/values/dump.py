@@ -19,9 +19,25 @@ from __future__ import annotations
 
 import math
 import random
-from collections import deque
+from collections import defaultdict, deque
 
 import torch
+
+from reinforge.tasks.task import Task
+
+
+def distribution_name(task: Task, key: str) -> str:
+    if key not in task.metadata:
+        raise ValueError(f"task {task.id} has no metadata key {key!r} (prompt_value.dump_key); its keys: {sorted(task.metadata)}")
+    return str(task.metadata[key])
+
+
+def tasks_by_distribution(tasks: list[Task], key: str) -> dict[str, list[Task]]:
+    """The tasks of each distribution, in their order, distributions by name."""
+    grouped: dict[str, list[Task]] = defaultdict(list)
+    for task in tasks:
+        grouped[distribution_name(task, key)].append(task)
+    return {name: grouped[name] for name in sorted(grouped)}
 
 
 def ucb_scores(learnability: list[float], counts: list[int], c: float) -> list[float]:

@@ -29,3 +29,9 @@ def nearest_items(distance: torch.Tensor, count: int) -> list[int]:
         raise ValueError(f"cannot select {count} prompts from a pool of {distance.numel()}")
     order = torch.sort(distance, stable=True).indices  # stable: equal distances keep the pool's (shuffled) order
     return order[:count].tolist()
+
+
+def mean_per_item(seat_values: torch.Tensor, owner: torch.Tensor, items: int) -> torch.Tensor:
+    """[items]: the mean of each item's seats' values (`owner`: each seat's item; one seat: its value)."""
+    total = torch.zeros(items, dtype=torch.float64).index_add_(0, owner, seat_values)
+    return total / torch.bincount(owner, minlength=items).double()
