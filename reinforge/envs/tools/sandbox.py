@@ -20,7 +20,10 @@ Layers, outermost first:
   loopback to the host; bwrap brings the new namespace's own loopback up, so the seccomp filter
   refuses every socket family but AF_UNIX), no nested user namespaces, a new session (no TIOCSTI), and a root
   filesystem that holds only: /usr (read-only), the Python installation (read-only, at
-  /opt/python when it lives outside /usr, e.g. pyenv under /root) with every site-packages /
+  /opt/python when it lives outside /usr, e.g. pyenv under /root; as root through an overlay, so
+  that /proc/self/mountinfo does not name its host path; the install's own files still name the
+  prefix it was built for, e.g. sysconfig's build variables, which only a relocated copy would hide)
+  with every site-packages /
   dist-packages directory covered by an empty read-only mount (the stdlib only: nothing the host
   pip-installed is importable), /dev with only null, zero, full, random and urandom, /proc of
   the sandbox's own pid namespace, and the work directory /sandbox (the cwd). The root and /dev
@@ -121,13 +124,20 @@ def _hidden_package_dirs(prefix: str | None) -> tuple[str, ...]:
     return tuple(inside)
 
 
-# As root: bind the interpreter where the unprivileged uid can reach it (pyenv lives under /root,
+# As root: mount the interpreter where the unprivileged uid can reach it (pyenv lives under /root,
 # mode 700, which that uid cannot traverse, and bwrap resolves bind sources as the calling uid),
 # in a private mount namespace that dies with the run, mount the work tmpfs with the options bwrap
 # cannot give (nr_inodes), owned by the run's uid, then drop to that uid and exec bwrap.
+# The interpreter comes as a read-only overlay of one bind (`lower`) and an empty layer, not as a
+# bind: /proc/self/mountinfo shows a bind's source path inside its filesystem (/root/.pyenv/...:
+# the host's home and install path), an overlay's root is "/" and its lowerdir option the relative
+# names given here. (Two lower layers: an overlay with no upper layer needs two.) Without overlayfs
+# the bind serves, and the path shows.
 _ROOT_LAUNCHER = (
     'set -e; src=$1; dst=$2; id=$3; work=$4; options=$5; shift 5; '
-    'if [ -n "$src" ]; then mount --bind "$src" "$dst"; mount -o remount,bind,ro "$dst"; fi; '
+    'if [ -n "$src" ]; then cd "${dst%/*}"; mount --bind "$src" lower; '
+    'mount -t overlay overlay -o lowerdir=lower:empty "$dst" 2>/dev/null'
+    ' || { mount --bind "$src" "$dst"; mount -o remount,bind,ro "$dst"; }; cd /; fi; '
     'mount -t tmpfs -o "$options" tmpfs "$work"; '
     'exec setpriv --reuid="$id" --regid="$id" --clear-groups -- "$@"'
 )
@@ -302,9 +312,10 @@ def _run(code: str, *, stdin: str, timeout_s: float, cpu_s: int, memory_mb: int,
             os.chmod(base, 0o755)
             work = os.path.join(base, "work")
             os.mkdir(work, 0o755)
-            if prefix is not None:
+            if prefix is not None:  # the overlay's mount point and its two layers (see _ROOT_LAUNCHER)
                 python_dir = os.path.join(base, "python")
-                os.mkdir(python_dir, 0o755)
+                for name in ("python", "lower", "empty"):
+                    os.mkdir(os.path.join(base, name), 0o755)
         cmd = _bwrap_command(bwrap, python_dir, python, env, disk_mb, _hidden_package_dirs(prefix), fds[0], fds[1],
                              work, proc_fds)
         if root:

@@ -94,6 +94,16 @@ DENIED_SYSCALLS: dict[str, tuple[int | None, int | None]] = {
     "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7), "setxattrat": (463, 463),
     "inotify_init": (253, None), "inotify_init1": (294, 26), "inotify_add_watch": (254, 27),
 }
+# Not denied, though it shows the host's RAM, free memory, 1/5/15-minute load, uptime and process
+# count (issue 31): sysinfo (x86_64 99, aarch64 179). glibc's get_phys_pages/get_avphys_pages
+# (sysconf _SC_PHYS_PAGES/_SC_AVPHYS_PAGES, os.sysconf in Python, and glibc < 2.37's qsort, which
+# sizes its buffer by them) ignore sysinfo's error and return whatever the stack held: measured with
+# EPERM, os.sysconf('SC_PHYS_PAGES') = -1041256318962806784 (getloadavg raises, `free` and `uptime`
+# read the /proc files sandbox.py already fakes). A filter can only fail a syscall or hand it to a
+# tracer or a user-notification supervisor; showing a fake struct needs the latter (a second filter
+# installed with SECCOMP_FILTER_FLAG_NEW_LISTENER before bwrap, which cannot take a listener, and a
+# host thread writing the call's bound into the caller's memory), not built. No memory is reachable
+# through sysinfo: the call's cgroup or budget bounds it whatever it reads.
 
 SOCKET_SYSCALL = (41, 198)  # socket(2): only AF_UNIX may be created
 _AF_UNIX = 1
