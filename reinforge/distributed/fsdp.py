@@ -33,8 +33,11 @@ LAYER_LISTS = ("layers", "h", "blocks", "block")  # Llama/Qwen/Mistral, GPT-2, .
 
 def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
     """The decoder layers of a Hugging Face causal LM (`base_model.layers`, `.h`, ...), or a
-    ValueError naming the model's class."""
-    base = getattr(model, "base_model", model)
+    ValueError naming the model's class. `base_model` is followed down to the innermost one: under
+    LoRA, peft's PeftModel -> LoraModel -> the transformer (base_model.model.model.layers)."""
+    base = model
+    while (inner := getattr(base, "base_model", base)) is not base:
+        base = inner
     for name in LAYER_LISTS:
         layers = getattr(base, name, None)
         if isinstance(layers, torch.nn.ModuleList) and len(layers) > 0:
@@ -61,10 +64,13 @@ def shard_model(model: torch.nn.Module) -> torch.nn.Module:
 
 @torch.no_grad()
 def gather_full_weights(sharded: torch.nn.Module, into: torch.nn.Module | None = None) -> None:
-    """All-gather each parameter of `sharded` (a collective: every rank calls it) and copy it
-    into the same-named parameter of `into` (rank 0's full model; None on the other ranks)."""
+    """All-gather each trained parameter of `sharded` (a collective: every rank calls it) and copy
+    it into the same-named parameter of `into` (rank 0's full model; None on the other ranks).
+    Frozen ones (a LoRA base) are skipped: no step changes them, every rank skips the same."""
     targets = dict(into.named_parameters()) if into is not None else {}
     for name, param in sharded.named_parameters():
+        if not param.requires_grad:
+            continue
         full = param.full_tensor() if isinstance(param, DTensor) else param
         if into is not None:
             targets[name].copy_(full)

@@ -17,7 +17,5 @@ def check_sharding(cfg: Config) -> None:
             f"workers.sharding={w.sharding} shards the learner over workers.learners ranks, but workers.learners={w.learners}: "
             "set workers.learners to 2 or more, or workers.sharding=none"
         )
-    if cfg.model.lora is not None:
-        raise ConfigError("workers.sharding=fsdp does not shard LoRA adapters yet: drop model.lora or set workers.sharding=none")
     if cfg.algo.compile_forward:
         raise ConfigError("workers.sharding=fsdp with algo.compile_forward is not supported: set algo.compile_forward=false or workers.sharding=none")

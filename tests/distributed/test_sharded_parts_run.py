@@ -1,0 +1,53 @@
+"""`reinforge train` with workers.learners=2 workers.sharding=fsdp and LoRA, or a critic: the run
+trains, its checkpoint holds what the part needs, and a run resumed from it is the same run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from reinforge.runtime import checkpoint as ckpt
+from run_records import assert_same_run, copy_at_first_checkpoint, run_metrics
+from test_sharded_run import BASE, train
+
+
+def resumes_exactly(full: Path, copy: Path) -> None:
+    copy_at_first_checkpoint(full, copy)
+    train("--resume", str(copy))
+    assert_same_run(full, copy)
+
+
+def test_a_sharded_lora_run_trains_the_adapters_and_resumes_exactly(tmp_path: Path) -> None:
+    pytest.importorskip("peft")
+    full = tmp_path / "full"
+    train("--output", str(full), *BASE, "model.lora={r: 4}", "algo.lr=0.01")
+    rl = [r for r in run_metrics(full) if r.get("stage") == "rl"]
+    assert len(rl) == 3 and any(r["grad_norm"] > 0 for r in rl)
+    setup = next(r for r in run_metrics(full) if "trainable_params" in r)
+    assert 0 < setup["trainable_params"] < setup["total_params"] / 10, "the adapters train, not the base"
+    # The step-2 checkpoint: AdamW moments of the adapters only (gathered from both ranks' shards),
+    # one full-size moment per adapter tensor, all of them moved by the two steps.
+    state = ckpt.load_state(ckpt.list_checkpoints(full)[0])
+    adapter = load_file(full / "final" / "adapter" / "adapter_model.safetensors")
+    moments = state["optimizer"]["state"]
+    assert state["learner_version"] == 2
+    assert sorted(tuple(moments[i]["exp_avg"].shape) for i in moments) == sorted(tuple(t.shape) for t in adapter.values())
+    assert all(torch.count_nonzero(entry["exp_avg_sq"]) > 0 for entry in moments.values())
+    assert any(torch.count_nonzero(t) > 0 for name, t in adapter.items() if "lora_B" in name), "B starts at zero: it trained"
+    resumes_exactly(full, tmp_path / "copy")
+
+
+def test_a_sharded_run_with_a_critic_trains_it_and_resumes_exactly(tmp_path: Path) -> None:
+    """The policy is sharded over the 2 ranks; the critic (a value model trained on rank 0, as with
+    replicated learners) trains every step and its state comes back on resume."""
+    full = tmp_path / "full"
+    train("--output", str(full), *BASE, "critic.enabled=true", "algo.advantage=gae")
+    rl = [r for r in run_metrics(full) if r.get("stage") == "rl"]
+    assert len(rl) == 3 and any(r["grad_norm"] > 0 for r in rl)
+    assert all(r["value_grad_norm"] > 0 for r in rl), "the critic trained every step"
+    state = ckpt.load_state(ckpt.list_checkpoints(full)[0])
+    assert state["critic"]["optimizer"]["state"], "the checkpoint holds the critic's AdamW moments"
+    resumes_exactly(full, tmp_path / "copy")
