@@ -40,7 +40,7 @@ def cluster():
 
 
 def spec_for(model, sharding: str = "none", **overrides) -> FollowerSpec:
-    return FollowerSpec(model.config, KWARGS, ALGO, threads=1, timeout_s=PROCESS_START_S, sharding=sharding, **overrides)
+    return FollowerSpec(model.config, KWARGS, ALGO, threads=1, sharding=sharding, **{"timeout_s": PROCESS_START_S, **overrides})
 
 
 def two_steps(make_group, sharding: str) -> list[dict[str, torch.Tensor]]:
