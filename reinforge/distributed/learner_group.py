@@ -2,7 +2,7 @@
 
 Rank 0 is the training process itself: it runs the whole RL loop (rollout, rewards, reference,
 advantages, evaluation, checkpoints) and its learner is a `DriverLearner`. Ranks 1..N-1 are
-follower processes started here; each holds a copy of the policy (under LoRA, the same adapters on
+follower processes started here (or Ray actors on a cluster: reinforge.distributed.ray_learners); each holds a copy of the policy (under LoRA, the same adapters on
 the same frozen base: `FollowerSpec.lora`) and its own AdamW and does one
 thing: wait for a batch, train on its shard, repeat. `DriverLearner.train_step(batch)` sends the
 whole mini-batch to the followers (one `broadcast_object_list`), trains on its own shard, and the
@@ -28,8 +28,8 @@ Nothing hangs: a follower's start (a fresh interpreter importing torch and trans
 building its objective and its model) has a deadline of its own (`FollowerSpec.startup_timeout_s`,
 by default the step deadline), since on a loaded machine the imports alone can take longer than a
 step may; every collective runs under the process group's timeout (`workers.timeout_s`). A
-follower that dies leaves rank 0 waiting at most that long, then the run stops with the error; a
-training process that dies leaves the followers waiting that long, then they exit. A clean end
+follower that dies leaves rank 0 waiting at most that long, then the run stops with an error that
+names the dead rank (`LearnerGroup.follower_failure`); a training process that dies leaves the followers waiting that long, then they exit. A clean end
 (or an exception on rank 0) sends the followers a stop message and joins them.
 """
 
