@@ -100,7 +100,7 @@ class RayLearnerGroup(LearnerGroup):
         for rank in range(1, world_size):
             strategy = PlacementGroupSchedulingStrategy(self.placement, placement_group_bundle_index=rank - 1)
             self.actors.append(actor_class.options(
-                num_cpus=bundle["CPU"], num_gpus=bundle.get("GPU", 0.0), scheduling_strategy=strategy, name=None,
+                num_cpus=bundle["CPU"], num_gpus=bundle.get("GPU", 0.0), scheduling_strategy=strategy,
             ).remote(rank, self.spec))
         host = self.ray.util.get_node_ip_address()  # rank 0's node, as the other nodes reach it
         self._address = (world_size, host, free_port(host))
@@ -159,7 +159,8 @@ class RayLearnerGroup(LearnerGroup):
             self.placement = None
 
     def _join_followers(self, timeout_s: float) -> None:
-        self.ray.wait(self._serving, num_returns=len(self._serving), timeout=timeout_s)
+        if self._serving:
+            self.ray.wait(self._serving, num_returns=len(self._serving), timeout=timeout_s)
 
     def follower_failure(self, err: BaseException) -> RuntimeError | None:
         """The rank whose actor ended (died, or left the loop) while rank 0 was in a collective."""

@@ -113,3 +113,51 @@ def test_more_ranks_than_the_cluster_holds_is_refused_at_start(cluster) -> None:
     assert ray.util.placement_group_table() and all(
         entry["state"] == "REMOVED" for entry in ray.util.placement_group_table().values()
     )
+
+
+def test_train_with_workers_address_places_rank_1_on_the_cluster(cluster, tmp_path, monkeypatch) -> None:
+    """`reinforge train` with workers.learners=2 and workers.address set: rank 1 runs as a Ray actor
+    on the cluster's worker node, and the run's updates are the bits of the same run with rank 1
+    spawned here (workers.learner_placement=processes)."""
+    from reinforge.config import load_config
+    from reinforge.distributed.learner_group import DriverLearner
+    from reinforge.run.pipeline import run_training
+
+    tiny = [
+        "model.preset=nano", "task.train_size=40", "task.eval_size=4", "trainer.steps=2", "rollout.prompts_per_step=2",
+        "rollout.group_size=2", "rollout.max_new_tokens=4", "eval.every=100", "eval.samples=1", "trainer.checkpoint_every=0",
+        "telemetry.progress=false", "telemetry.tensorboard=false", "telemetry.wandb='off'", "sft.steps=0",
+        "algo.entropy_coef=0.01",  # a gradient on every step, whatever the rewards of an untrained model
+        "workers.learners=2", f"workers.timeout_s={PROCESS_START_S:g}", f"workers.address={cluster.address}",
+    ]
+    original, groups = DriverLearner.train_step, []
+
+    def recording(self, batch, loss_fn):
+        metrics = original(self, batch, loss_fn)
+        self.after.append({k: v.clone() for k, v in self.model.state_dict().items()})
+        return metrics
+
+    runs = {}
+    for placement in ("auto", "processes"):
+        after: list = []
+        with monkeypatch.context() as patch:
+            patch.setattr(DriverLearner, "after", after, raising=False)
+            patch.setattr(DriverLearner, "train_step", recording)
+            patch.setattr(RayLearnerGroup, "_await_followers", recording_group(RayLearnerGroup._await_followers, groups))
+            run_training(load_config("default", [*tiny, f"workers.learner_placement={placement}", f"trainer.output_dir={tmp_path / placement}"]))
+        runs[placement] = after
+    (group,) = groups  # auto with an address: the Ray launcher, only then
+    ((rank_1_node, _),) = group.placed
+    assert rank_1_node in {node.node_id for node in cluster.worker_nodes}
+    assert len(runs["auto"]) == len(runs["processes"]) == 2
+    for on_ray, spawned in zip(runs["auto"], runs["processes"]):
+        assert all(torch.equal(on_ray[k], v) for k, v in spawned.items())
+    assert any(not torch.equal(runs["auto"][0][k], v) for k, v in runs["auto"][1].items()), "the second update moved the weights"
+
+
+def recording_group(original, groups: list):
+    def await_followers(self):
+        groups.append(self)
+        return original(self)
+
+    return await_followers
