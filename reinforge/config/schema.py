@@ -388,9 +388,15 @@ class WorkersConfig(Section):
     address: str | None = Field(None, description="Address of an existing Ray cluster (host:port, auto or ray://...); None starts a local one that listens on loopback only.")
     timeout_s: float = Field(300.0, gt=0, description="Deadline of a rollout worker's calls (generate, weight sync), of any worker's start and of the data-parallel learners' collectives; past it the run stops with the worker named. Reward calls keep reward.timeout_s.")
     startup_timeout_s: float | None = Field(None, gt=0, description="Deadline of a worker's start instead (a fresh process imports torch and transformers and builds its part first, which on a busy machine can take longer than a step may): rollout and reward workers' first call, data-parallel learners' start. None: workers.timeout_s.")
-    cpus_per_worker: float = Field(1.0, gt=0, description="CPUs Ray reserves for each rollout or reward worker (a rollout worker's torch threads too, at least 1).")
+    cpus_per_worker: float = Field(1.0, gt=0, description="CPUs Ray reserves for each rollout or reward worker, and for each learner rank placed on Ray (a rollout worker's or learner rank's torch threads too, at least 1).")
     learners: int = Field(1, ge=1, description="Policy learner processes: above 1, the update runs data-parallel over torch.distributed (gloo on CPU, NCCL on GPU); this process is rank 0 and runs the rest of the loop. The update equals the single-process one up to float summation order.")
     sharding: Literal["none", "fsdp"] = Field("none", description="How the workers.learners > 1 ranks hold the policy: none (each a full replica of weights, gradients and AdamW state) or fsdp (FSDP2: each rank 1/N of them, decoder layer by layer; rank 0 keeps a full copy for its engine; docs/scaling.md).")
+    learner_placement: Literal["auto", "processes", "ray"] = Field("auto", description="Where learner ranks 1..N-1 (workers.learners > 1) run: processes spawned on this machine, or Ray actors in a placement group (one bundle per rank: workers.cpus_per_worker CPUs, and a GPU when model.device is cuda), on the nodes of the cluster at workers.address. auto: ray when workers.address is set, else processes (docs/scaling.md).")
+
+    @property
+    def learners_on_ray(self) -> bool:
+        """Whether learner ranks 1..N-1 are Ray actors (workers.learner_placement, auto resolved)."""
+        return self.learners > 1 and (self.learner_placement == "ray" or (self.learner_placement == "auto" and self.address is not None))
 
 
 class SuccessHeadConfig(Section):

@@ -2,7 +2,7 @@
 
 Rank 0 is the training process itself: it runs the whole RL loop (rollout, rewards, reference,
 advantages, evaluation, checkpoints) and its learner is a `DriverLearner`. Ranks 1..N-1 are
-follower processes started here; each holds a copy of the policy (under LoRA, the same adapters on
+follower processes started here (or Ray actors on a cluster: reinforge.distributed.ray_learners); each holds a copy of the policy (under LoRA, the same adapters on
 the same frozen base: `FollowerSpec.lora`) and its own AdamW and does one
 thing: wait for a batch, train on its shard, repeat. `DriverLearner.train_step(batch)` sends the
 whole mini-batch to the followers (one `broadcast_object_list`), trains on its own shard, and the
@@ -28,8 +28,8 @@ Nothing hangs: a follower's start (a fresh interpreter importing torch and trans
 building its objective and its model) has a deadline of its own (`FollowerSpec.startup_timeout_s`,
 by default the step deadline), since on a loaded machine the imports alone can take longer than a
 step may; every collective runs under the process group's timeout (`workers.timeout_s`). A
-follower that dies leaves rank 0 waiting at most that long, then the run stops with the error; a
-training process that dies leaves the followers waiting that long, then they exit. A clean end
+follower that dies leaves rank 0 waiting at most that long, then the run stops with an error that
+names the dead rank (`LearnerGroup.follower_failure`); a training process that dies leaves the followers waiting that long, then they exit. A clean end
 (or an exception on rank 0) sends the followers a stop message and joins them.
 """
 
@@ -39,7 +39,7 @@ import copy
 import dataclasses
 import multiprocessing as mp
 import signal
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
 import torch
@@ -57,6 +57,8 @@ from reinforge.runtime.process_settings import configure_process
 from reinforge.learner.policy_objective import make_policy_objective
 
 STEP, STOP, GATHER_OPTIMIZER = "step", "stop", "gather_optimizer"
+# After a collective failed on rank 0: how long a follower whose death broke it may take to be seen dead.
+DEATH_GRACE_S = 10.0
 
 
 @dataclasses.dataclass
@@ -110,6 +112,19 @@ class DriverLearner(DataParallelPolicyLearner):
     def train_step(self, batch: TrainingBatch, loss_fn: LossFn) -> dict[str, float]:
         if len(batch) < self.world_size:
             raise ValueError(f"a mini-batch of {len(batch)} sequences cannot be split over {self.world_size} learners")
+        try:
+            return self._send_and_train(batch, loss_fn)
+        except RuntimeError as err:  # a collective failed (gloo / NCCL): because a follower died?
+            failure = self.follower_failure(err)
+            if failure is None:
+                raise
+            raise failure from err
+
+    def follower_failure(self, err: BaseException) -> RuntimeError | None:
+        """Set by the group: the error naming a follower that died, if one did (LearnerGroup.follower_failure)."""
+        return None
+
+    def _send_and_train(self, batch: TrainingBatch, loss_fn: LossFn) -> dict[str, float]:
         state = None
         if not self._followers_synced:
             state = self.synced_state()
@@ -215,7 +230,40 @@ def serve_follower(learners: dict[str, DataParallelPolicyLearner], loss_fns: dic
         steps += 1
 
 
-def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec, report: Connection) -> None:
+def prepare_follower(spec: FollowerSpec, device: str) -> tuple[dict, dict] | str:
+    """A follower's slow start-up work, before any collective: its process settings, its import
+    roots, one objective and one model per policy. (models, objectives), or why it cannot (a
+    message for rank 0 to report: the user's loss does not import here)."""
+    configure_process(spec.threads, retain_memory=spec.retain_freed_memory)
+    use_import_roots(spec.roots)
+    try:  # one per policy: an objective may carry state of its own policy
+        loss_fns = {name: make_policy_objective(spec.algo) for name in spec.model_configs}
+    except Exception as err:  # noqa: BLE001 - any error building the user's loss: rank 0 reports it
+        return str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}"
+    models = {}
+    for name, config in spec.model_configs.items():
+        models[name] = AutoModelForCausalLM.from_config(config).to(device)  # weights come from rank 0
+        if spec.lora is not None:
+            models[name] = apply_lora(models[name], spec.lora, seed=spec.lora_seed)
+    return models, loss_fns
+
+
+def run_follower(
+    rank: int, world_size: int, host: str, port: int, spec: FollowerSpec, models: dict, loss_fns: dict, device: str,
+) -> int:
+    """Join rank 0's process group (rendezvous at host:port) and serve its batches until it stops
+    the group; returns the steps taken."""
+    init_distributed(rank, world_size, port, host=host, timeout_s=spec.timeout_s, device=device)
+    try:
+        # In the driver's order: each learner's construction broadcasts rank 0's weights of that policy.
+        kind = ShardedPolicyLearner if spec.sharding == "fsdp" else DataParallelPolicyLearner
+        learners = {name: kind(model, **spec.learner_kwargs) for name, model in models.items()}
+        return serve_follower(learners, loss_fns)
+    finally:
+        dist.destroy_process_group()
+
+
+def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec, report: Connection, host: str = "127.0.0.1") -> None:
     """Entry point of a follower process (spawned: it imports reinforge afresh, inherits nothing).
     It builds the objective and the model first and sends None, or why it cannot, on `report`: all
     the slow start-up work falls under the start-up deadline, none under the first collective's."""
@@ -224,29 +272,13 @@ def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec, rep
     # not die of them mid-update. If rank 0 dies instead, the broken connection ends the follower.
     for stop_signal in (signal.SIGINT, signal.SIGTERM):
         signal.signal(stop_signal, signal.SIG_IGN)
-    configure_process(spec.threads, retain_memory=spec.retain_freed_memory)
-    use_import_roots(spec.roots)
-    try:  # one per policy: an objective may carry state of its own policy
-        loss_fns = {name: make_policy_objective(spec.algo) for name in spec.model_configs}
-    except Exception as err:  # noqa: BLE001 - any error building the user's loss: rank 0 reports it
-        report.send(str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}")
-        return
     device = rank_device(spec.device, rank)
-    models = {}
-    for name, config in spec.model_configs.items():
-        models[name] = AutoModelForCausalLM.from_config(config).to(device)  # weights come from rank 0
-        if spec.lora is not None:
-            models[name] = apply_lora(models[name], spec.lora, seed=spec.lora_seed)
-    report.send(None)
+    prepared = prepare_follower(spec, device)
+    report.send(prepared if isinstance(prepared, str) else None)
     report.close()
-    init_distributed(rank, world_size, port, timeout_s=spec.timeout_s, device=device)
-    try:
-        # In the driver's order: each learner's construction broadcasts rank 0's weights of that policy.
-        kind = ShardedPolicyLearner if spec.sharding == "fsdp" else DataParallelPolicyLearner
-        learners = {name: kind(model, **spec.learner_kwargs) for name, model in models.items()}
-        serve_follower(learners, loss_fns)
-    finally:
-        dist.destroy_process_group()
+    if isinstance(prepared, str):
+        return
+    run_follower(rank, world_size, host, port, spec, *prepared, device)
 
 
 class LearnerGroup:
@@ -262,28 +294,40 @@ class LearnerGroup:
             raise ValueError(f"the models {list(models)} and the followers' model configs {list(spec.model_configs)} name different policies")
         self.spec = spec
         self.closed = False
-        port = free_port()
-        context = mp.get_context("spawn")  # fork would copy this process's threads (and Ray's)
-        self.followers, reports = [], []
-        for rank in range(1, world_size):
-            reader, writer = context.Pipe(duplex=False)
-            self.followers.append(context.Process(
-                target=follower_main, args=(rank, world_size, port, spec, writer), daemon=True, name=f"learner-rank-{rank}",
-            ))
-            reports.append((reader, writer))
-        for process in self.followers:
-            process.start()
-        for _, writer in reports:
-            writer.close()  # each follower holds its own end: its exit reads as EOF here
+        self.followers: list = []
         try:
-            for rank, (reader, _) in enumerate(reports, start=1):
-                self._wait_started(rank, reader)
-            init_distributed(0, world_size, port, timeout_s=spec.timeout_s, device=rank_device(spec.device, 0))
+            host, port = self._start_followers(world_size)
+            self._await_followers()
+            init_distributed(0, world_size, port, host=host, timeout_s=spec.timeout_s, device=rank_device(spec.device, 0))
             driver = ShardedDriverLearner if spec.sharding == "fsdp" else DriverLearner
             self.learners = {name: driver(m, **spec.learner_kwargs, name=name) for name, m in models.items()}
         except BaseException:
             self._kill()
             raise
+        for learner in self.learners.values():
+            learner.follower_failure = self.follower_failure
+
+    def _start_followers(self, world_size: int) -> tuple[str, int]:
+        """Start ranks 1..world_size-1 (here: spawned processes on this machine); the rendezvous
+        address (host, port) they were given. reinforge.distributed.ray_learners places them on Ray."""
+        port = free_port()
+        context = mp.get_context("spawn")  # fork would copy this process's threads (and Ray's)
+        self.followers, self._reports = [], []
+        for rank in range(1, world_size):
+            reader, writer = context.Pipe(duplex=False)
+            self.followers.append(context.Process(
+                target=follower_main, args=(rank, world_size, port, self.spec, writer), daemon=True, name=f"learner-rank-{rank}",
+            ))
+            self._reports.append((reader, writer))
+        for process in self.followers:
+            process.start()
+        for _, writer in self._reports:
+            writer.close()  # each follower holds its own end: its exit reads as EOF here
+        return "127.0.0.1", port
+
+    def _await_followers(self) -> None:
+        for rank, (reader, _) in enumerate(self._reports, start=1):
+            self._wait_started(rank, reader)
 
     def _wait_started(self, rank: int, reader: Connection) -> None:
         """Until follower `rank` has built its objective and model; a ConfigError saying why it cannot."""
@@ -314,6 +358,20 @@ class LearnerGroup:
                 process.kill()
             process.join()
 
+    def _join_followers(self, timeout_s: float) -> None:
+        for process in self.followers:
+            process.join(timeout=timeout_s)
+
+    def follower_failure(self, err: BaseException) -> RuntimeError | None:
+        """After a collective failed on rank 0 with `err`: an error naming the follower that died
+        (its death is what broke the collective), or None when every follower is still alive."""
+        wait([p.sentinel for p in self.followers], timeout=DEATH_GRACE_S)  # the dead one's exit lands
+        dead = [(rank, p.exitcode) for rank, p in enumerate(self.followers, start=1) if p.exitcode is not None]
+        if not dead:
+            return None
+        ranks = ", ".join(f"rank {rank} (exit code {code})" for rank, code in dead)
+        return RuntimeError(f"data-parallel learner {ranks} died; the learner group stopped: {err}")
+
     @property
     def learner(self) -> DriverLearner:
         """The driver's learner of a group built on one model."""
@@ -328,8 +386,7 @@ class LearnerGroup:
         self.closed = True
         try:
             next(iter(self.learners.values())).stop_followers()
-            for process in self.followers:
-                process.join(timeout=30)
+            self._join_followers(30)
         finally:
             self._kill()
             if dist.is_initialized():

@@ -283,7 +283,12 @@ def build_learners(cfg: Config, models: dict, env) -> tuple[dict[str, PolicyLear
         retain_freed_memory=cfg.trainer.retain_freed_memory, startup_timeout_s=cfg.workers.startup_timeout_s,
         lora=cfg.model.lora, lora_seed=cfg.trainer.seed, sharding=cfg.workers.sharding,
     )
-    group = LearnerGroup(cfg.workers.learners, spec, models)
+    if cfg.workers.learners_on_ray:  # ranks 1..N-1 as Ray actors on the cluster's nodes
+        from reinforge.distributed.ray_learners import RayLearnerGroup
+
+        group = RayLearnerGroup(cfg.workers.learners, spec, models, address=cfg.workers.address, cpus_per_rank=cfg.workers.cpus_per_worker)
+    else:
+        group = LearnerGroup(cfg.workers.learners, spec, models)
     return group.learners, group
 
 

@@ -110,6 +110,11 @@ def preflight(cfg: Config, resuming: bool = False) -> None:
     for key in ("workers", "reward_workers"):
         if getattr(cfg.workers, key) > 0 and not ray_available():
             raise ConfigError(f"workers.{key}={getattr(cfg.workers, key)} runs workers on Ray, which is not installed: {INSTALL_HINT}")
+    if cfg.workers.learner_placement == "ray" and cfg.workers.learners == 1:
+        raise ConfigError("workers.learner_placement=ray places learner ranks 2..N on Ray, but workers.learners=1: set workers.learners to 2 or more, or leave learner_placement at auto")
+    if cfg.workers.learners_on_ray and not ray_available():
+        why = "workers.address is set" if cfg.workers.learner_placement == "auto" else "workers.learner_placement=ray"
+        raise ConfigError(f"{why}: learner ranks run as Ray actors. {INSTALL_HINT}; or set workers.learner_placement=processes")
     check_engine(cfg, model_config if cfg.model.path is not None else None)
     if cfg.telemetry.wandb == "on" and not wandb_available():
         raise ConfigError("telemetry.wandb=on but the wandb package is not installed: `pip install wandb`, or use auto/off")
@@ -232,7 +237,7 @@ def check_device(cfg: Config) -> None:
     index = int(device.split(":")[1]) if ":" in device else 0
     if index >= count:
         raise ConfigError(f"model.device={device} but torch sees {count} GPU(s) (cuda:0 to cuda:{count - 1})")
-    if cfg.workers.learners > 1 and (index != 0 or cfg.workers.learners > count):
+    if cfg.workers.learners > 1 and not cfg.workers.learners_on_ray and (index != 0 or cfg.workers.learners > count):
         raise ConfigError(
             f"workers.learners={cfg.workers.learners} with model.device={device}: learner rank r trains on cuda:r (NCCL), "
             f"so it needs model.device=cuda (or cuda:0) and {cfg.workers.learners} GPUs; torch sees {count}"
