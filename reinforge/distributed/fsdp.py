@@ -10,9 +10,10 @@ the global norm and stepped by AdamW on the shards.
 
 Everything outside the update needs full weights on rank 0 (its in-process engine, the reference,
 checkpoints): `gather_full_weights` all-gathers them parameter by parameter after every step (one
-full parameter in flight at a time, besides rank 0's own full model). `full_optimizer_state` and
-`load_full_optimizer_state` convert the sharded AdamW state to and from the plain optimizer's
-`state_dict()` format (full tensors, parameters by position), so checkpoints keep their layout.
+full parameter in flight at a time, besides rank 0's own full model). Checkpoints hold the AdamW
+state as every rank's shards (reinforge.distributed.sharded_checkpoint); `load_full_optimizer_state`
+loads a plain optimizer's `state_dict()` (full tensors, parameters by position: an unsharded run's
+checkpoint) into the shards, and `full_optimizer_state` gathers the shards into that format.
 """
 
 from __future__ import annotations

@@ -17,7 +17,9 @@ the policies one after another, so every rank meets the same collectives in the 
 
 State the loop restores on rank 0 after the learner exists (a resumed run's optimizer moments and
 weights) reaches the followers with the first batch: rank 0 sends its weights, optimizer state and
-version once, so every rank starts the first update from the same state.
+version once, so every rank starts the first update from the same state. A sharded group's
+checkpoints are written and read by every rank at once (reinforge.distributed.sharded_checkpoint):
+rank 0 sends SAVE_SHARDS / LOAD_SHARDS and takes part itself.
 
 A user's policy loss named by import path (`algo.policy_loss`) is imported again in each follower,
 from the trainer's import roots (current directory, the recipe's directory): a follower first
@@ -40,6 +42,7 @@ import dataclasses
 import multiprocessing as mp
 import signal
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -48,7 +51,8 @@ from transformers import AutoModelForCausalLM, PretrainedConfig
 
 from reinforge.config import AlgoConfig, ConfigError, LoraConfig
 from reinforge.distributed.ddp import DataParallelPolicyLearner, free_port, init_distributed, rank_device, shard_rows
-from reinforge.distributed.fsdp import ShardedPolicyLearner, full_optimizer_state
+from reinforge.distributed.fsdp import ShardedPolicyLearner
+from reinforge.distributed.sharded_checkpoint import SHARDED_DIR, load_shards, save_shards, sharded_entry
 from reinforge.import_paths import import_roots, use_import_roots
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.policy_learner import LossFn
@@ -56,7 +60,7 @@ from reinforge.models.lora import apply_lora
 from reinforge.runtime.process_settings import configure_process
 from reinforge.learner.policy_objective import make_policy_objective
 
-STEP, STOP, GATHER_OPTIMIZER = "step", "stop", "gather_optimizer"
+STEP, STOP, SAVE_SHARDS, LOAD_SHARDS = "step", "stop", "save_shards", "load_shards"
 # After a collective failed on rank 0: how long a follower whose death broke it may take to be seen dead.
 DEATH_GRACE_S = 10.0
 
@@ -150,13 +154,13 @@ class ShardedDriverLearner(DriverLearner, ShardedPolicyLearner):
     in-process engine samples it; the reference, checkpoints and log-probs outside the update read
     it: none of them may run a collective); the update trains a sharded copy of it
     (`trained_model`) and gathers the new weights back into `model` after every step, before the
-    loop syncs its engine. `optimizer` is rank 0's view of the sharded AdamW (`GatheredOptimizer`):
-    its state_dict is the whole model's, in the plain optimizer's format, for checkpoints."""
+    loop syncs its engine. `optimizer` is rank 0's view of the sharded AdamW (`DriverOptimizer`):
+    in a checkpoint it is the shards every rank writes (reinforge.distributed.sharded_checkpoint)."""
 
     def __init__(self, model, *args, **kwargs):
         super().__init__(copy.deepcopy(model), *args, **kwargs)
         self.sharded, self.model = self.model, model
-        self.optimizer = GatheredOptimizer(self.optimizer, self)
+        self.optimizer = DriverOptimizer(self.optimizer, self)
         self.gather_into = model
 
     @property
@@ -177,12 +181,22 @@ class ShardedDriverLearner(DriverLearner, ShardedPolicyLearner):
     def state_sent(self, state: dict) -> None:
         self.load_synced_state(state)
 
+    def load_shards(self, entry: dict) -> None:
+        """Every rank loads its shards of a sharded checkpoint (the followers on a LOAD_SHARDS message)."""
+        dist.broadcast_object_list([(LOAD_SHARDS, self.name, None, entry)], src=0, group=self.group)
+        load_shards(self.sharded, self.sharded_optimizer, entry)
 
-class GatheredOptimizer:
-    """Rank 0's handle on a sharded optimizer: steps it, and reads and writes its state as a plain
-    optimizer's state_dict of the whole model (what checkpoints hold). `state_dict()` gathers the
-    shards (the followers join through a GATHER_OPTIMIZER message); `load_state_dict` keeps the
-    state until the next update, whose first message carries it to every rank."""
+
+def sharded_parts(learners: dict[str, ShardedPolicyLearner]) -> dict[str, tuple[torch.nn.Module, torch.optim.Optimizer]]:
+    """Each policy's sharded model and optimizer on this rank (rank 0's: the sharded copy, not the loop's model)."""
+    return {name: (learner.trained_model, learner.sharded_optimizer) for name, learner in learners.items()}
+
+
+class DriverOptimizer:
+    """Rank 0's handle on a sharded optimizer: steps it. Its `state_dict()` is the entry a checkpoint
+    keeps for the shards every rank writes (`LearnerGroup.write_shards`); `load_state_dict` takes a
+    plain optimizer's state_dict of the whole model (a checkpoint of an unsharded run) and keeps it
+    until the next update, whose first message carries it to every rank."""
 
     def __init__(self, inner: torch.optim.Optimizer, driver: ShardedDriverLearner):
         self.inner, self.driver, self.pending = inner, driver, None
@@ -198,10 +212,9 @@ class GatheredOptimizer:
         self.inner.step()
 
     def state_dict(self) -> dict:
-        if self.pending is not None:
+        if self.pending is not None:  # loaded, not yet sent to the ranks: their shards do not hold it
             return copy.deepcopy(self.pending)
-        dist.broadcast_object_list([(GATHER_OPTIMIZER, self.driver.name, None, None)], src=0, group=self.driver.group)
-        return full_optimizer_state(self.inner)
+        return sharded_entry(self.driver.name, self.driver.world_size)
 
     def load_state_dict(self, state: dict) -> None:
         if any(not isinstance(index, int) for index in state.get("state", {})):
@@ -220,10 +233,16 @@ def serve_follower(learners: dict[str, DataParallelPolicyLearner], loss_fns: dic
         kind, name, batch, state = message[0]
         if kind == STOP:
             return steps
-        learner, loss_fn = learners[name], loss_fns[name]
-        if kind == GATHER_OPTIMIZER:  # a sharded learner's checkpoint: its optimizer shards, gathered on rank 0
-            full_optimizer_state(learner.optimizer)
+        if kind in (SAVE_SHARDS, LOAD_SHARDS):  # a sharded group's checkpoint: every rank its own shards
+            try:
+                if kind == SAVE_SHARDS:
+                    save_shards(sharded_parts(learners), state)
+                else:
+                    load_shards(*sharded_parts(learners)[name], state)
+            except Exception:  # noqa: BLE001 - DCP raises it on every rank: rank 0 reports it and stops the group
+                pass
             continue
+        learner, loss_fn = learners[name], loss_fns[name]
         if state is not None:
             learner.load_synced_state(state)
         learner.train_step(batch.select(shard_rows(len(batch), learner.rank, learner.world_size)), loss_fn)
@@ -371,6 +390,15 @@ class LearnerGroup:
             return None
         ranks = ", ".join(f"rank {rank} (exit code {code})" for rank, code in dead)
         return RuntimeError(f"data-parallel learner {ranks} died; the learner group stopped: {err}")
+
+    def write_shards(self, checkpoint: Path) -> None:
+        """A sharded group's part of a checkpoint being written in `checkpoint`: every rank's shards of
+        every policy, in its `sharded/` (nothing for full replicas: rank 0's state is the whole)."""
+        if self.spec.sharding != "fsdp":
+            return
+        directory = checkpoint / SHARDED_DIR
+        dist.broadcast_object_list([(SAVE_SHARDS, None, None, directory)], src=0)
+        save_shards(sharded_parts(self.learners), directory)
 
     @property
     def learner(self) -> DriverLearner:

@@ -7,6 +7,11 @@ global RNG states, the results so far and the byte length of every log file at t
 resumed run rewrites exactly what an uninterrupted one would). It is written under a temporary
 name and renamed into place last, with a manifest of file sizes and SHA-256 digests, so a crash
 while writing never leaves a directory that looks like a valid checkpoint.
+
+Parts that other processes hold (a sharded learner's shards, written by every rank:
+reinforge.distributed.sharded_checkpoint) are written into the same temporary directory by
+`write_parts`, before the manifest, so they are renamed, verified and pruned with the rest; state.pt
+refers to such a part by a dict `{PART: path relative to the checkpoint, ...}`, made absolute on load.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import random
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -28,6 +33,7 @@ from reinforge.runtime.run_errors import CheckpointError
 CHECKPOINTS = "checkpoints"
 MANIFEST = "manifest.json"
 LOG_FILES = ("metrics.jsonl", "samples.jsonl", "eval_samples.jsonl")
+PART = "checkpoint_part"  # the key of a state.pt entry that names a part of the checkpoint directory
 
 
 def _digest(path: Path) -> str:
@@ -133,11 +139,13 @@ def _save_state(state: dict[str, Any], path: Path) -> None:
             raise
 
 
-def _write_checkpoint(tmp: Path, step: int, model, tokenizer, state: dict[str, Any]) -> None:
+def _write_checkpoint(tmp: Path, step: int, model, tokenizer, state: dict[str, Any], write_parts: Callable[[Path], None] | None) -> None:
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp / "model")
     tokenizer.save_pretrained(tmp / "model")
     _save_state(state, tmp / "state.pt")
+    if write_parts is not None:
+        write_parts(tmp)
     manifest = {str(p.relative_to(tmp)): {"bytes": p.stat().st_size, "sha256": _digest(p)} for p in _files(tmp)}
     with _create(tmp / MANIFEST) as f:
         f.write(json.dumps({"step": step, "files": manifest}, indent=1).encode())
@@ -175,8 +183,11 @@ def _previous_checkpoint_status(run_dir: Path, failed: Path) -> str:
     return f"previous checkpoint {previous} is intact (sizes and SHA-256 digests verified)"
 
 
-def save_checkpoint(run_dir: Path, step: int, model, tokenizer, state: dict[str, Any], keep_last: int) -> Path:
+def save_checkpoint(
+    run_dir: Path, step: int, model, tokenizer, state: dict[str, Any], keep_last: int, write_parts: Callable[[Path], None] | None = None,
+) -> Path:
     """Write `checkpoints/step_NNNNNN` atomically, then drop all but the newest `keep_last`.
+    `write_parts(directory)` adds what other processes hold (a sharded learner's shards).
 
     A write that fails leaves no trace: the partial directory is removed and the earlier
     checkpoints are untouched (they are pruned only once the new one is in place). A full disk is
@@ -187,7 +198,7 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, state: dict[str,
     tmp = root / f".step_{step:06d}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        _write_checkpoint(tmp, step, model, tokenizer, {**state, "step": step, "logs": log_lengths(run_dir)})
+        _write_checkpoint(tmp, step, model, tokenizer, {**state, "step": step, "logs": log_lengths(run_dir)}, write_parts)
     except Exception as err:
         shutil.rmtree(tmp, ignore_errors=True)
         if not is_no_space_error(err):
@@ -262,5 +273,19 @@ def resume_from(run_dir: Path, found: Path) -> dict[str, Any]:
     return state
 
 
+def _resolve_parts(tree: Any, directory: Path) -> Any:
+    """Every `{PART: relative path}` entry of a loaded state.pt made to name its path under `directory`
+    (in place: the other dicts keep their type, e.g. a module state_dict's OrderedDict and metadata)."""
+    if not isinstance(tree, dict):
+        return tree
+    if PART in tree:
+        return {**tree, PART: directory / tree[PART]}
+    for key, value in tree.items():
+        resolved = _resolve_parts(value, directory)
+        if resolved is not value:
+            tree[key] = resolved  # an existing key: the dict does not change size while iterated
+    return tree
+
+
 def load_state(directory: Path) -> dict[str, Any]:
-    return torch.load(directory / "state.pt", weights_only=False)
+    return _resolve_parts(torch.load(directory / "state.pt", weights_only=False), directory)

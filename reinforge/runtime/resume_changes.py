@@ -10,6 +10,8 @@ tasks, the seed, ...) are refused before any compute by `reinforge.config_resume
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -26,8 +28,16 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]
     scheduler's `base_lrs`; the RL learners have none (a constant rate), and the supervised warm-up,
     which has one, is never resumed mid-way (a run killed during it starts over).
     """
+    with configured_hyperparameters(optimizer):
+        optimizer.load_state_dict(state)
+
+
+@contextmanager
+def configured_hyperparameters(optimizer: torch.optim.Optimizer) -> Iterator[None]:
+    """Whatever state the block loads into `optimizer`, its param groups keep the hyperparameters
+    they had before it (see load_optimizer_state)."""
     configured = [{key: value for key, value in group.items() if key != "params"} for group in optimizer.param_groups]
-    optimizer.load_state_dict(state)
+    yield
     for group, values in zip(optimizer.param_groups, configured, strict=True):
         group.update(values)
 

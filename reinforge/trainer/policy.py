@@ -21,6 +21,7 @@ from reinforge.learner.critic_learner import CriticLearner
 from reinforge.learner.policy_learner import PolicyLearner
 from reinforge.learner.reference import ReferenceModel
 from reinforge.rollout.trajectory import Trajectory
+from reinforge.runtime.checkpoint import PART
 from reinforge.runtime.resume_changes import load_optimizer_state
 from reinforge.tasks.task import Task
 
@@ -56,7 +57,12 @@ class Policy:
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        load_optimizer_state(self.learner.optimizer, state["optimizer"])
+        if isinstance(state["optimizer"], dict) and PART in state["optimizer"]:  # a sharded learner's, in sharded/
+            from reinforge.distributed.sharded_checkpoint import load_learner_shards  # DCP: only such a checkpoint imports it
+
+            load_learner_shards(self.learner, state["optimizer"])
+        else:
+            load_optimizer_state(self.learner.optimizer, state["optimizer"])
         self.learner.version = state["learner_version"]
         if self.reference is not None:
             self.reference.load_state_dict(state["reference"])

@@ -248,7 +248,10 @@ def run_rl(
         }
         models = for_policies({name: p.model for name, p in policies.items()})
         models = PolicyModels(models, env.tokenizer) if several else models
-        return ckpt.save_checkpoint(run_dir, step, models, env.tokenizer, state, cfg.trainer.keep_checkpoints)
+        group = next(iter(policies.values())).learner_group  # the run's; a sharded one's ranks write their shards
+        return ckpt.save_checkpoint(
+            run_dir, step, models, env.tokenizer, state, cfg.trainer.keep_checkpoints, write_parts=group.write_shards if group is not None else None,
+        )
 
     every = cfg.trainer.checkpoint_every
     with open(run_dir / "samples.jsonl", "a") as samples_file, ProgressDisplay(

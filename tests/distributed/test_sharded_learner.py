@@ -101,13 +101,16 @@ def test_two_fsdp_ranks_match_one_process(tmp_path) -> None:
         assert 0.4 < parallel[agg + "/local_share"] <= 0.6  # rank 0's shard: dim-0 halves (odd sizes round up)
 
 
-def test_learner_group_with_fsdp_keeps_rank_0s_full_model_and_resumes_exactly() -> None:
+def test_learner_group_with_fsdp_keeps_rank_0s_full_model_and_resumes_exactly(tmp_path) -> None:
     """`reinforge train` with workers.learners=2 sharding=fsdp: rank 0 (this process) drives a
     spawned follower. After each step the loop's full model on rank 0 holds exactly the weights
     the two sharded ranks computed (the same bits as the ranks of the test above, which match one
-    process); the optimizer's state_dict is the whole model's in the plain format (a checkpoint);
-    and a fresh group given step 1's weights and that state takes exactly the same step 2."""
+    process); a checkpoint's shards (every rank writes its own: torch.distributed.checkpoint) hold
+    the whole model's AdamW state; and a fresh group given step 1's weights and those shards, or
+    the same state in the plain layout (an unsharded run's checkpoint), takes exactly the same step 2."""
     from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
+    from reinforge.distributed.sharded_checkpoint import SHARDED_DIR, load_learner_shards, load_shards
+    from reinforge.runtime.checkpoint import PART
 
     port = free_port()
     child = mp.spawn(child_main, args=(2, port), nprocs=1, join=False)
@@ -136,7 +139,8 @@ def test_learner_group_with_fsdp_keeps_rank_0s_full_model_and_resumes_exactly() 
         assert driver.model is model and not isinstance(next(model.parameters()), DTensor)
         driver.train_step(batch, loss_fn)
         after_one = {k: v.clone() for k, v in model.state_dict().items()}
-        checkpoint = driver.optimizer.state_dict()
+        group.write_shards(tmp_path)
+        entry = {**driver.optimizer.state_dict(), PART: tmp_path / SHARDED_DIR}  # as state.pt holds it, loaded
         driver.train_step(batch, loss_fn)
         after_two = {k: v.clone() for k, v in model.state_dict().items()}
     finally:
@@ -147,21 +151,34 @@ def test_learner_group_with_fsdp_keeps_rank_0s_full_model_and_resumes_exactly() 
         assert torch.equal(after_one[k], weights), k
     for k, weights in direct[1].outcome.weights.items():
         assert torch.equal(after_two[k], weights), k
-    plain = direct[1].before.optimizer  # full_optimizer_state of the ranks after step 1
-    assert set(checkpoint["state"]) == set(plain["state"]) and checkpoint["state"], "the moments of every parameter, numbered"
-    for index, entry in plain["state"].items():
-        assert all(torch.equal(checkpoint["state"][index][key], value) for key, value in entry.items())
+    assert entry["world_size"] == 2 and sorted(p.name for p in (tmp_path / SHARDED_DIR).glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    # The shards read back whole, by one process (a resume with workers.sharding=none): step 1's
+    # weights, and the moments of every parameter the ranks above gathered after their step 1.
+    plain = direct[1].before.optimizer
+    whole = build_tiny_llama(tokenizer, "nano", seed=1)
+    whole_optimizer = torch.optim.AdamW(whole.parameters(), lr=LR)
+    load_shards(whole, whole_optimizer, entry, alone=True)
+    assert all(torch.equal(whole.state_dict()[k], v) for k, v in after_one.items())
+    read = whole_optimizer.state_dict()["state"]
+    assert set(read) == set(plain["state"]) and read, "the moments of every parameter, numbered"
+    for index, moments in plain["state"].items():
+        assert all(torch.equal(read[index][key], value) for key, value in moments.items())
 
-    # Resume: another start (seed 1), given step 1's weights, optimizer state and version.
+    # Resume: another start (seed 1), given step 1's weights, learner state and version: from the
+    # shards, then again from the plain layout.
     other = build_tiny_llama(tokenizer, "nano", seed=1)
     group = group_on(other)
+    resumed = []
     try:
         driver = group.learner
-        other.load_state_dict(after_one)
-        driver.optimizer.load_state_dict(checkpoint)
-        driver.version = 1
-        driver.train_step(batch, loss_fn)
+        for load in (lambda: load_learner_shards(driver, entry), lambda: driver.optimizer.load_state_dict(plain)):
+            other.load_state_dict(after_one)
+            load()
+            driver.version = 1
+            driver.train_step(batch, loss_fn)
+            resumed.append({k: v.clone() for k, v in other.state_dict().items()})
     finally:
         group.close()
     assert driver.version == 2
-    assert all(torch.equal(other.state_dict()[k], v) for k, v in after_two.items()), "the resumed step 2 is the same bits"
+    for weights in resumed:
+        assert all(torch.equal(weights[k], v) for k, v in after_two.items()), "the resumed step 2 is the same bits"
