@@ -6,8 +6,9 @@ forward (reinforge.learner.packed_forward) never calls a decoder layer: it calls
 projections, norms and MLP one by one; and the chunked log-softmax
 (reinforge.learner.chunked_logprobs) reads the output layer's weight directly, after the decoder,
 outside any forward of the root. Neither would see full weights, so the sharded learner used to
-fall back to `model(...)` and its [tokens, vocabulary] fp32 logits (2 x 4 x 128 tokens x 49,152
-on SmolLM2: 0.8 GB apiece for the logits, their log-softmax and the gradient of each).
+fall back to `model(...)` and its [tokens, vocabulary] fp32 logits (SmolLM2, 49,152 entries a
+token: 0.8 GB apiece for a micro-batch of 32 x 128 tokens, for the logits, their log-softmax and
+the gradient of each).
 
 `register_fsdp_forward_method` (torch.distributed.fsdp) runs a module's FSDP pre- and
 post-forward hooks around another of its methods, exactly as around `forward`:
