@@ -111,7 +111,7 @@ class DriverLearner(DataParallelPolicyLearner):
         if len(batch) < self.world_size:
             # preflight refuses the sizes a config fixes; this is a mini-batch that lost rows on the way
             # (dropped samples, a policy's share of a game's seats)
-            raise ValueError(
+            raise ConfigError(  # one line at the command line, not a traceback
                 f"a mini-batch of {len(batch)} sequences cannot be split over workers.learners={self.world_size} (one sequence "
                 "each at least): lower workers.learners or algo.mini_batches, or raise rollout.prompts_per_step"
             )

@@ -9,6 +9,7 @@ import torch
 from reinforge.cli import main
 from reinforge.config import ConfigError, load_config
 from reinforge.distributed.ddp import free_port, init_distributed
+from reinforge.distributed.learner_group import ShardedDriverLearner
 from reinforge.run import preflight
 
 SHARDED = ["workers.learners=2", "workers.sharding=fsdp"]
@@ -46,3 +47,16 @@ def test_more_sharded_learners_than_a_mini_batch_holds_is_refused_with_both_numb
     with pytest.raises(ConfigError, match=r"workers.learners=3 .* a mini-batch holds 2; lower workers.learners or algo.mini_batches"):
         preflight.preflight(load_config("default", [*sizes, "workers.learners=3", "workers.sharding=fsdp"]))
     preflight.preflight(load_config("default", [*sizes, *SHARDED]))
+
+
+def test_a_mini_batch_that_lost_rows_below_the_learner_count_stops_in_one_line_before_any_collective() -> None:
+    """What preflight cannot know (samples dropped, a policy's share of a game's seats) is refused
+    by rank 0 before it sends the batch: a config error naming the keys, not a rank with no rows."""
+    from test_ddp import make_batch, make_tokenizer
+
+    tokenizer = make_tokenizer()
+    batch = make_batch(len(tokenizer), tokenizer.pad_token_id).select(slice(0, 2))
+    driver = ShardedDriverLearner.__new__(ShardedDriverLearner)  # no process group: nothing may reach one
+    driver.world_size = 3
+    with pytest.raises(ConfigError, match=r"^a mini-batch of 2 sequences cannot be split over workers.learners=3 .*: lower workers.learners"):
+        driver.train_step(batch, loss_fn=None)
