@@ -36,19 +36,21 @@ BIG_VOCAB, ROWS, WIDTH, MEMORY_CHUNK = 4096, 4, 80, 16
 
 def nano(tie: str, seed: int = 0) -> LlamaForCausalLM:
     """The nano preset on the test tokenizer, its output layer tied to the embedding or its own."""
-    model = build_tiny_llama(make_tokenizer(), "nano", seed=seed)
-    if tie == "tied":
-        return model
-    config = replace_tie(model.config)
+    config = build_tiny_llama(make_tokenizer(), "nano").config
+    return seeded_llama(changed(config, tie_word_embeddings=tie == "tied"), seed)
+
+
+def changed(config: LlamaConfig, **changes) -> LlamaConfig:
+    config = LlamaConfig.from_dict(config.to_dict())
+    for key, value in changes.items():
+        setattr(config, key, value)
+    return config
+
+
+def seeded_llama(config: LlamaConfig, seed: int = 0) -> LlamaForCausalLM:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return LlamaForCausalLM(config)
-
-
-def replace_tie(config: LlamaConfig) -> LlamaConfig:
-    config = LlamaConfig.from_dict(config.to_dict())
-    config.tie_word_embeddings = False
-    return config
 
 
 def is_tied(model: torch.nn.Module) -> bool:
@@ -82,11 +84,8 @@ def big_vocab_batch(rank: int) -> TrainingBatch:
 
 
 def big_vocab_model() -> LlamaForCausalLM:
-    config = replace_tie(build_tiny_llama(make_tokenizer(), "nano").config)
-    config.vocab_size, config.tie_word_embeddings, config.max_position_embeddings = BIG_VOCAB, True, WIDTH
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        return LlamaForCausalLM(config)
+    config = build_tiny_llama(make_tokenizer(), "nano").config
+    return seeded_llama(changed(config, vocab_size=BIG_VOCAB, max_position_embeddings=WIDTH))
 
 
 def largest_tensor_of_an_update(chunk_tokens: int | None, rank: int) -> int:
