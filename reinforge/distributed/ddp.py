@@ -56,10 +56,16 @@ def init_distributed(
 ) -> None:
     """Join the default process group (TCP rendezvous at host:port; loopback by default); the
     backend follows `device`, the device this rank's model is on (set as the current GPU for NCCL)."""
+    backend = backend or default_backend(device)
+    if backend == "nccl" and not torch.cuda.is_available():  # else torch's own error, deep in a rank's start
+        raise RuntimeError(
+            f"learner rank {rank} needs NCCL on {device}, but torch sees no CUDA GPU on this machine "
+            f"(torch {torch.__version__}): set model.device=cpu (gloo), or run where torch sees a GPU"
+        )
     if torch.device(device).type == "cuda":
         torch.cuda.set_device(torch.device(device))
     dist.init_process_group(
-        backend or default_backend(device),
+        backend,
         init_method=f"tcp://{host}:{port}",
         rank=rank,
         world_size=world_size,

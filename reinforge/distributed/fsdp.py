@@ -25,8 +25,8 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 from reinforge.distributed.ddp import DataParallelPolicyLearner
+from reinforge.distributed.sharded_forward import register_sharded_forwards, under_root
 from reinforge.learner.batch import micro_batches
-from reinforge.learner.logprobs import token_logprobs
 from reinforge.runtime.resume_changes import load_optimizer_state
 
 LAYER_LISTS = ("layers", "h", "blocks", "block")  # Llama/Qwen/Mistral, GPT-2, ...: the base model's attribute
@@ -52,9 +52,11 @@ def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
 def shard_model(model: torch.nn.Module) -> torch.nn.Module:
     """FSDP2 over the default process group: each decoder layer, then the root. Gradients are
     summed over the ranks, not averaged (the losses are already normalized by the whole batch)."""
-    for layer in decoder_layers(model):
+    layers = decoder_layers(model)
+    for layer in layers:
         fully_shard(layer)
     fully_shard(model)
+    register_sharded_forwards(model, layers)  # the packed forward and chunked log-softmax, under FSDP's hooks
     for module in model.modules():
         if hasattr(module, "set_gradient_divide_factor"):
             module.set_gradient_divide_factor(1.0)
@@ -118,13 +120,10 @@ class ShardedPolicyLearner(DataParallelPolicyLearner):
 
     gather_into: torch.nn.Module | None = None
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        # The packed forward and the chunked log-softmax call the decoder and read the head's weight
-        # outside the model's own forward, where FSDP's hooks gather the root's shards: the update
-        # goes through `model(...)` and its full logits instead.
-        self.pack = False
-        self.logprob_chunk_tokens = None
+    def micro_batch_logprobs(self, micro, entropy: bool = True):
+        # The packed forward and the chunked log-softmax read the root's weights (embeddings, head)
+        # outside `model(...)`: they run as a forward of the root (reinforge.distributed.sharded_forward).
+        return under_root(self.trained_model, super().micro_batch_logprobs, micro, entropy)
 
     @property
     def sharded_optimizer(self) -> torch.optim.Optimizer:
@@ -150,9 +149,7 @@ class ShardedPolicyLearner(DataParallelPolicyLearner):
         for _ in range(self._micro_batches - done):
             micro = batch.select(slice(0, 1)).to(self.device)
             with self._autocast():
-                logprobs, _ = token_logprobs(
-                    self.trained_model, micro.input_ids, micro.attention_mask, self.temperature, entropy=False, chunk_tokens=None,
-                )
+                logprobs, _ = self.micro_batch_logprobs(micro, entropy=False)
             (logprobs.sum() * 0.0).backward()
 
     def reduce_gradients(self) -> None:

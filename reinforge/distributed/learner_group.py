@@ -115,7 +115,12 @@ class DriverLearner(DataParallelPolicyLearner):
 
     def train_step(self, batch: TrainingBatch, loss_fn: LossFn) -> dict[str, float]:
         if len(batch) < self.world_size:
-            raise ValueError(f"a mini-batch of {len(batch)} sequences cannot be split over {self.world_size} learners")
+            # preflight refuses the sizes a config fixes; this is a mini-batch that lost rows on the way
+            # (dropped samples, a policy's share of a game's seats)
+            raise ConfigError(  # one line at the command line, not a traceback
+                f"a mini-batch of {len(batch)} sequences cannot be split over workers.learners={self.world_size} (one sequence "
+                "each at least): lower workers.learners or algo.mini_batches, or raise rollout.prompts_per_step"
+            )
         try:
             return self._send_and_train(batch, loss_fn)
         except RuntimeError as err:  # a collective failed (gloo / NCCL): because a follower died?

@@ -28,6 +28,7 @@ called, and with torch's kernels its norms and MLP too, so LoRA adapters and the
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -51,6 +52,10 @@ MIN_SAVED_SHARE = 0.05
 # rows that diverge late, when their queries can start at this share of the width or later.
 MIN_QUERY_OFFSET = 0.25
 KERNEL_SOURCES = (packed_attention.SOURCE, layers.SOURCE)
+# The name of `run_layer` as a method of an FSDP-sharded decoder layer, registered with FSDP so
+# that the layer's shards are gathered for it: FSDP's hooks run on `layer(...)` only, which the
+# packed forward never calls (reinforge.distributed.sharded_forward).
+SHARDED_LAYER_METHOD = "sharded_packed_layer"
 
 
 @dataclass
@@ -190,14 +195,16 @@ def packed_hidden(model: PreTrainedModel, packing: Packing, kernels: str = "auto
     cos, sin = cos[0].unsqueeze(1), signed_sin(sin[0]).unsqueeze(1)  # [U, 1, head_dim]: broadcast over heads
     native = native_kernels_usable(model, kernels)  # the same decision as token_logprobs' to pack
     for layer in inner.layers:
+        # A sharded layer has `run_layer` under FSDP's hooks (reinforge.distributed.sharded_forward)
+        step = getattr(layer, SHARDED_LAYER_METHOD, None) or functools.partial(run_layer, layer)
         if checkpoint_layers and torch.is_grad_enabled():
-            hidden = torch.utils.checkpoint.checkpoint(_layer, layer, hidden, cos, sin, packing, native, use_reentrant=False)
+            hidden = torch.utils.checkpoint.checkpoint(step, hidden, cos, sin, packing, native, use_reentrant=False)
         else:
-            hidden = _layer(layer, hidden, cos, sin, packing, native)
+            hidden = step(hidden, cos, sin, packing, native)
     return _norm(inner.norm, hidden, native)
 
 
-def _layer(layer, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, packing: Packing, native: bool) -> torch.Tensor:
+def run_layer(layer, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, packing: Packing, native: bool) -> torch.Tensor:
     """One decoder layer: pre-norm attention and MLP, each added to the residual stream."""
     hidden = hidden + _attention(layer.self_attn, _norm(layer.input_layernorm, hidden, native), cos, sin, packing, native)
     return hidden + _mlp(layer.mlp, _norm(layer.post_attention_layernorm, hidden, native), native)

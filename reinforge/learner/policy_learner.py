@@ -127,11 +127,7 @@ class PolicyLearner:
             done += 1
             micro = batch.select(rows).to(self.device)
             with self._autocast():
-                logprobs, entropy = token_logprobs(
-                    self.trained_model, micro.input_ids, micro.attention_mask, self.temperature, self.entropy_grad, self.pack,
-                    packed_kernels=self.packed_kernels, chunk_tokens=self.logprob_chunk_tokens,
-                    checkpoint_layers=self.activation_checkpointing,
-                )
+                logprobs, entropy = self.micro_batch_logprobs(micro)
             loss, metrics = loss_fn(logprobs, entropy, micro, norm)
             loss.backward()
             # Metrics are token-weighted means over micro-batches; the loss adds up as it is.
@@ -150,6 +146,16 @@ class PolicyLearner:
         self.optimizer.step()
         self.version += 1
         return {**totals, "grad_norm": grad_norm.item(), "entropy": entropy_sum / normalizer}
+
+    def micro_batch_logprobs(self, micro: TrainingBatch, entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The update's forward of one micro-batch: (log-probs, entropy or None) [n, T-1] under the
+        trained model, with gradients. A sharded learner runs it under FSDP's hooks
+        (reinforge.distributed.sharded_forward)."""
+        return token_logprobs(
+            self.trained_model, micro.input_ids, micro.attention_mask, self.temperature, self.entropy_grad, self.pack,
+            entropy=entropy, packed_kernels=self.packed_kernels, chunk_tokens=self.logprob_chunk_tokens,
+            checkpoint_layers=self.activation_checkpointing,
+        )
 
     @torch.no_grad()
     def logprobs(self, batch: TrainingBatch) -> torch.Tensor:
