@@ -49,6 +49,7 @@ from transformers import AutoModelForCausalLM, PretrainedConfig
 from reinforge.config import AlgoConfig, ConfigError, LoraConfig
 from reinforge.distributed.ddp import DataParallelPolicyLearner, free_port, init_distributed, rank_device, shard_rows
 from reinforge.distributed.fsdp import ShardedPolicyLearner, full_optimizer_state
+from reinforge.distributed.teardown import leave_process_group
 from reinforge.import_paths import import_roots, use_import_roots
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.policy_learner import LossFn
@@ -129,6 +130,9 @@ class DriverLearner(DataParallelPolicyLearner):
     def stop_followers(self) -> None:
         dist.broadcast_object_list([(STOP, None, None, None)], src=0, group=self.group)
 
+    def release(self) -> None:
+        """Once the group is gone: drop what holds it (a replica holds nothing of it)."""
+
 
 class ShardedDriverLearner(DriverLearner, ShardedPolicyLearner):
     """Rank 0 of a sharded group (workers.sharding=fsdp). `model` stays the loop's full model (its
@@ -161,6 +165,12 @@ class ShardedDriverLearner(DriverLearner, ShardedPolicyLearner):
 
     def state_sent(self, state: dict) -> None:
         self.load_synced_state(state)
+
+    def release(self) -> None:
+        """Drop the sharded copy and its optimizer: their device mesh holds the process group, whose
+        store and gloo device keep listening while it lives (reinforge.distributed.teardown). The
+        full `model` stays."""
+        self.sharded, self.trainable, self.optimizer.inner = None, [], None
 
 
 class GatheredOptimizer:
@@ -332,5 +342,6 @@ class LearnerGroup:
                 process.join(timeout=30)
         finally:
             self._kill()
-            if dist.is_initialized():
-                dist.destroy_process_group()
+            for learner in self.learners.values():
+                learner.release()
+            leave_process_group()  # and its sockets: this process lives on after the group
