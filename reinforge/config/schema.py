@@ -391,6 +391,8 @@ class WorkersConfig(Section):
     cpus_per_worker: float = Field(1.0, gt=0, description="CPUs Ray reserves for each rollout or reward worker (a rollout worker's torch threads too, at least 1).")
     learners: int = Field(1, ge=1, description="Policy learner processes: above 1, the update runs data-parallel over torch.distributed (gloo on CPU, NCCL on GPU); this process is rank 0 and runs the rest of the loop. The update equals the single-process one up to float summation order.")
     sharding: Literal["none", "fsdp"] = Field("none", description="How the workers.learners > 1 ranks hold the policy: none (each a full replica of weights, gradients and AdamW state) or fsdp (FSDP2: each rank 1/N of them, decoder layer by layer; rank 0 keeps a full copy for its engine; docs/scaling.md).")
+    fsdp_precision: Literal["auto", "fp32", "bf16"] = Field("auto", description="workers.sharding=fsdp: bf16 computes each layer in bfloat16 (weights all-gathered in bf16, gradients reduced in float32, float32 master weights and AdamW state); fp32 computes in float32; auto: bf16 when model.device is a GPU, fp32 on the CPU (no faster bf16 matmul there; its sharded step matches one process within float32 bounds).")
+    fsdp_offload: bool = Field(False, description="workers.sharding=fsdp on a GPU: keep the sharded weights, gradients and AdamW state in host memory (the optimizer steps there) and bring each layer to the GPU for its forward and backward: less GPU memory, more PCIe traffic. Refused on the CPU.")
 
 
 class SuccessHeadConfig(Section):

@@ -24,6 +24,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 from reinforge.distributed.ddp import DataParallelPolicyLearner
+from reinforge.distributed.fsdp_policies import fully_shard_options
 from reinforge.learner.batch import micro_batches
 from reinforge.learner.logprobs import token_logprobs
 from reinforge.runtime.resume_changes import load_optimizer_state
@@ -45,12 +46,13 @@ def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
     )
 
 
-def shard_model(model: torch.nn.Module) -> torch.nn.Module:
-    """FSDP2 over the default process group: each decoder layer, then the root. Gradients are
-    summed over the ranks, not averaged (the losses are already normalized by the whole batch)."""
+def shard_model(model: torch.nn.Module, **options) -> torch.nn.Module:
+    """FSDP2 over the default process group: each decoder layer, then the root (`options`: of
+    `fully_shard`, reinforge.distributed.fsdp_policies). Gradients are summed over the ranks, not
+    averaged (the losses are already normalized by the whole batch)."""
     for layer in decoder_layers(model):
-        fully_shard(layer)
-    fully_shard(model)
+        fully_shard(layer, **options)
+    fully_shard(model, **options)
     for module in model.modules():
         if hasattr(module, "set_gradient_divide_factor"):
             module.set_gradient_divide_factor(1.0)
@@ -111,8 +113,11 @@ class ShardedPolicyLearner(DataParallelPolicyLearner):
 
     gather_into: torch.nn.Module | None = None
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, precision: str = "fp32", offload: bool = False, **kwargs):
+        """`precision` (fp32 / bf16) and `offload`: reinforge.distributed.fsdp_policies."""
+        self._shard_options = fully_shard_options(precision, offload)
         super().__init__(*args, **kwargs)
+        self.device = self._compute_device  # not the shards' device: offloaded, they live on the host
         # The packed forward and the chunked log-softmax call the decoder and read the head's weight
         # outside the model's own forward, where FSDP's hooks gather the root's shards: the update
         # goes through `model(...)` and its full logits instead.
@@ -135,7 +140,8 @@ class ShardedPolicyLearner(DataParallelPolicyLearner):
         return metrics
 
     def distribute(self, model: torch.nn.Module) -> torch.nn.Module:
-        return shard_model(model)
+        self._compute_device = next(model.parameters()).device
+        return shard_model(model, **self._shard_options)
 
     def pad_micro_batches(self, batch, done: int) -> None:
         """Forwards and backwards of a zero loss on one row, up to the most micro-batches a rank

@@ -49,6 +49,7 @@ from transformers import AutoModelForCausalLM, PretrainedConfig
 from reinforge.config import AlgoConfig, ConfigError, LoraConfig
 from reinforge.distributed.ddp import DataParallelPolicyLearner, free_port, init_distributed, rank_device, shard_rows
 from reinforge.distributed.fsdp import ShardedPolicyLearner, full_optimizer_state
+from reinforge.distributed.fsdp_policies import process_group_backend
 from reinforge.distributed.teardown import leave_process_group
 from reinforge.import_paths import import_roots, use_import_roots
 from reinforge.learner.batch import TrainingBatch
@@ -82,6 +83,18 @@ class FollowerSpec:
     lora_seed: int = 0
     # workers.sharding: none (every rank a full replica) or fsdp (reinforge.distributed.fsdp)
     sharding: str = "none"
+    # workers.fsdp_precision (resolved: fp32 / bf16) and workers.fsdp_offload (reinforge.distributed.fsdp_policies)
+    fsdp_precision: str = "fp32"
+    fsdp_offload: bool = False
+
+    @property
+    def learner_options(self) -> dict:
+        """What a rank's learner takes besides `learner_kwargs`: a sharded one, how it shards."""
+        return dict(precision=self.fsdp_precision, offload=self.fsdp_offload) if self.sharding == "fsdp" else {}
+
+    @property
+    def backend(self) -> str | None:
+        return process_group_backend(self.device, self.fsdp_offload)
 
     @property
     def start_deadline_s(self) -> float:
@@ -249,11 +262,11 @@ def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec, rep
             models[name] = apply_lora(models[name], spec.lora, seed=spec.lora_seed)
     report.send(None)
     report.close()
-    init_distributed(rank, world_size, port, timeout_s=spec.timeout_s, device=device)
+    init_distributed(rank, world_size, port, backend=spec.backend, timeout_s=spec.timeout_s, device=device)
     try:
         # In the driver's order: each learner's construction broadcasts rank 0's weights of that policy.
         kind = ShardedPolicyLearner if spec.sharding == "fsdp" else DataParallelPolicyLearner
-        learners = {name: kind(model, **spec.learner_kwargs) for name, model in models.items()}
+        learners = {name: kind(model, **spec.learner_kwargs, **spec.learner_options) for name, model in models.items()}
         serve_follower(learners, loss_fns)
     finally:
         dist.destroy_process_group()
@@ -288,9 +301,9 @@ class LearnerGroup:
         try:
             for rank, (reader, _) in enumerate(reports, start=1):
                 self._wait_started(rank, reader)
-            init_distributed(0, world_size, port, timeout_s=spec.timeout_s, device=rank_device(spec.device, 0))
+            init_distributed(0, world_size, port, backend=spec.backend, timeout_s=spec.timeout_s, device=rank_device(spec.device, 0))
             driver = ShardedDriverLearner if spec.sharding == "fsdp" else DriverLearner
-            self.learners = {name: driver(m, **spec.learner_kwargs, name=name) for name, m in models.items()}
+            self.learners = {name: driver(m, **spec.learner_kwargs, **spec.learner_options, name=name) for name, m in models.items()}
         except BaseException:
             self._kill()
             raise
