@@ -18,7 +18,8 @@
 # A machine with no package index (the lent GPU machines: torch and transformers but no pydantic)
 # gets our other dependencies as wheels in .gpu_wheels/ (git-ignored; scripts/gpu_wheels.sh fetches
 # them on a machine with one): when that folder exists, this script installs them into
-# $GPU_SITE (default /tmp/reinforge-gpu-site) and reinforge itself (--no-deps --no-build-isolation -e .).
+# $GPU_SITE (default /tmp/reinforge-gpu-site) and reinforge itself (--no-deps --no-build-isolation -e .)
+# where reinforge cannot be imported yet.
 # REINFORGE_GPU_TEST_DEVICE=cpu runs step 1 on the CPU (to check the script and the tests' logic
 # on a machine without a GPU); step 2 then skips. STEP_TIMEOUT (seconds, default 300) bounds each step.
 set -uo pipefail
@@ -35,7 +36,7 @@ PYTHON="${PYTHON:-python3}"
     "$PYTHON" -c "import sys, torch, transformers; print('python', sys.version.split()[0], '| torch', torch.__version__, '| transformers', transformers.__version__); print('cuda available:', torch.cuda.is_available(), '|', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU')"
 } 2>&1 | tee "$LOG_DIR/env.log"
 
-if [[ -d .gpu_wheels ]]; then
+if [[ -d .gpu_wheels ]] && ! "$PYTHON" -c "import reinforge.recipes, reinforge.config" 2>/dev/null; then
     GPU_SITE="${GPU_SITE:-/tmp/reinforge-gpu-site}"
     echo "== installing .gpu_wheels/ into $GPU_SITE, and reinforge (editable, no dependencies)"
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$GPU_SITE" .gpu_wheels/*.whl || exit 2
