@@ -132,7 +132,9 @@ class ShardedPolicyLearner(DataParallelPolicyLearner):
         # Every forward and backward gathers and reduces shards with all ranks: all ranks must run
         # as many micro-batches, so a rank with fewer (shards differ by a row) pads with passes
         # that add exactly nothing (`pad_micro_batches`).
-        count = torch.tensor([len(micro_batches(batch.attention_mask, self.micro_batch_size, self.max_tokens_per_microbatch))])
+        count = torch.tensor(  # on the learner's device: NCCL reduces no CPU tensor
+            [len(micro_batches(batch.attention_mask, self.micro_batch_size, self.max_tokens_per_microbatch))], device=self.device,
+        )
         dist.all_reduce(count, op=dist.ReduceOp.MAX, group=self.group)
         self._micro_batches = int(count.item())
         metrics = super().train_step(batch, loss_fn)
