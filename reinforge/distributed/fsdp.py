@@ -25,6 +25,7 @@ from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 from reinforge.distributed.ddp import DataParallelPolicyLearner
+from reinforge.distributed.fsdp_policies import fully_shard_options
 from reinforge.distributed.sharded_forward import register_sharded_forwards, under_root
 from reinforge.learner.batch import micro_batches
 from reinforge.runtime.resume_changes import load_optimizer_state
@@ -49,13 +50,14 @@ def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
     )
 
 
-def shard_model(model: torch.nn.Module) -> torch.nn.Module:
-    """FSDP2 over the default process group: each decoder layer, then the root. Gradients are
-    summed over the ranks, not averaged (the losses are already normalized by the whole batch)."""
+def shard_model(model: torch.nn.Module, **options) -> torch.nn.Module:
+    """FSDP2 over the default process group: each decoder layer, then the root (`options`: of
+    `fully_shard`, reinforge.distributed.fsdp_policies). Gradients are summed over the ranks, not
+    averaged (the losses are already normalized by the whole batch)."""
     layers = decoder_layers(model)
     for layer in layers:
-        fully_shard(layer)
-    fully_shard(model)
+        fully_shard(layer, **options)
+    fully_shard(model, **options)
     register_sharded_forwards(model, layers)  # the packed forward and chunked log-softmax, under FSDP's hooks
     for module in model.modules():
         if hasattr(module, "set_gradient_divide_factor"):
@@ -120,6 +122,12 @@ class ShardedPolicyLearner(DataParallelPolicyLearner):
 
     gather_into: torch.nn.Module | None = None
 
+    def __init__(self, *args, precision: str = "fp32", offload: bool = False, **kwargs):
+        """`precision` (fp32 / bf16) and `offload`: reinforge.distributed.fsdp_policies."""
+        self._shard_options = fully_shard_options(precision, offload)
+        super().__init__(*args, **kwargs)
+        self.device = self._compute_device  # not the shards' device: offloaded, they live on the host
+
     def micro_batch_logprobs(self, micro, entropy: bool = True):
         # The packed forward and the chunked log-softmax read the root's weights (embeddings, head)
         # outside `model(...)`: they run as a forward of the root (reinforge.distributed.sharded_forward).
@@ -133,7 +141,9 @@ class ShardedPolicyLearner(DataParallelPolicyLearner):
         # Every forward and backward gathers and reduces shards with all ranks: all ranks must run
         # as many micro-batches, so a rank with fewer (shards differ by a row) pads with passes
         # that add exactly nothing (`pad_micro_batches`).
-        count = torch.tensor([len(micro_batches(batch.attention_mask, self.micro_batch_size, self.max_tokens_per_microbatch))])
+        count = torch.tensor(  # on the learner's device: NCCL reduces no CPU tensor
+            [len(micro_batches(batch.attention_mask, self.micro_batch_size, self.max_tokens_per_microbatch))], device=self.device,
+        )
         dist.all_reduce(count, op=dist.ReduceOp.MAX, group=self.group)
         self._micro_batches = int(count.item())
         metrics = super().train_step(batch, loss_fn)
@@ -141,7 +151,8 @@ class ShardedPolicyLearner(DataParallelPolicyLearner):
         return metrics
 
     def distribute(self, model: torch.nn.Module) -> torch.nn.Module:
-        return shard_model(model)
+        self._compute_device = next(model.parameters()).device
+        return shard_model(model, **self._shard_options)
 
     def pad_micro_batches(self, batch, done: int) -> None:
         """Forwards and backwards of a zero loss on one row, up to the most micro-batches a rank

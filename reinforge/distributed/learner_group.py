@@ -53,6 +53,8 @@ from reinforge.config import AlgoConfig, ConfigError, LoraConfig
 from reinforge.distributed.ddp import DataParallelPolicyLearner, free_port, init_distributed, rank_device, shard_rows
 from reinforge.distributed.fsdp import ShardedPolicyLearner
 from reinforge.distributed.sharded_checkpoint import SHARDED_DIR, load_shards, save_shards, sharded_entry
+from reinforge.distributed.fsdp_policies import process_group_backend
+from reinforge.distributed.teardown import leave_process_group
 from reinforge.import_paths import import_roots, use_import_roots
 from reinforge.learner.batch import TrainingBatch
 from reinforge.learner.policy_learner import LossFn
@@ -87,6 +89,18 @@ class FollowerSpec:
     lora_seed: int = 0
     # workers.sharding: none (every rank a full replica) or fsdp (reinforge.distributed.fsdp)
     sharding: str = "none"
+    # workers.fsdp_precision (resolved: fp32 / bf16) and workers.fsdp_offload (reinforge.distributed.fsdp_policies)
+    fsdp_precision: str = "fp32"
+    fsdp_offload: bool = False
+
+    @property
+    def learner_options(self) -> dict:
+        """What a rank's learner takes besides `learner_kwargs`: a sharded one, how it shards."""
+        return dict(precision=self.fsdp_precision, offload=self.fsdp_offload) if self.sharding == "fsdp" else {}
+
+    @property
+    def backend(self) -> str | None:
+        return process_group_backend(self.device, self.fsdp_offload)
 
     @property
     def start_deadline_s(self) -> float:
@@ -153,6 +167,9 @@ class DriverLearner(DataParallelPolicyLearner):
     def stop_followers(self) -> None:
         dist.broadcast_object_list([(STOP, None, None, None)], src=0, group=self.group)
 
+    def release(self) -> None:
+        """Once the group is gone: drop what holds it (a replica holds nothing of it)."""
+
 
 class ShardedDriverLearner(DriverLearner, ShardedPolicyLearner):
     """Rank 0 of a sharded group (workers.sharding=fsdp). `model` stays the loop's full model (its
@@ -190,6 +207,13 @@ class ShardedDriverLearner(DriverLearner, ShardedPolicyLearner):
         """Every rank loads its shards of a sharded checkpoint (the followers on a LOAD_SHARDS message)."""
         dist.broadcast_object_list([(LOAD_SHARDS, self.name, None, entry)], src=0, group=self.group)
         load_shards(self.sharded, self.sharded_optimizer, entry)
+
+    def release(self) -> None:
+        """Drop the sharded copy and its optimizer: their device mesh holds the process group, whose
+        store and gloo device keep listening while it lives (reinforge.distributed.teardown). The
+        full `model` stays."""
+        self.sharded, self.trainable, self.optimizer.inner = None, [], None
+
 
 
 def sharded_parts(learners: dict[str, ShardedPolicyLearner]) -> dict[str, tuple[torch.nn.Module, torch.optim.Optimizer]]:
@@ -277,14 +301,17 @@ def run_follower(
 ) -> int:
     """Join rank 0's process group (rendezvous at host:port) and serve its batches until it stops
     the group; returns the steps taken."""
-    init_distributed(rank, world_size, port, host=host, timeout_s=spec.timeout_s, device=device)
+    init_distributed(rank, world_size, port, host=host, backend=spec.backend, timeout_s=spec.timeout_s, device=device)
+    learners = {}
     try:
         # In the driver's order: each learner's construction broadcasts rank 0's weights of that policy.
         kind = ShardedPolicyLearner if spec.sharding == "fsdp" else DataParallelPolicyLearner
-        learners = {name: kind(model, **spec.learner_kwargs) for name, model in models.items()}
+        for name, model in models.items():
+            learners[name] = kind(model, **spec.learner_kwargs, **spec.learner_options)
         return serve_follower(learners, loss_fns)
     finally:
-        dist.destroy_process_group()
+        learners.clear()  # their device meshes hold the group (reinforge.distributed.teardown)
+        leave_process_group()  # a Ray actor lives on after its group: its sockets too must close
 
 
 def follower_main(rank: int, world_size: int, port: int, spec: FollowerSpec, report: Connection, host: str = "127.0.0.1") -> None:
@@ -322,9 +349,9 @@ class LearnerGroup:
         try:
             host, port = self._start_followers(world_size)
             self._await_followers()
-            init_distributed(0, world_size, port, host=host, timeout_s=spec.timeout_s, device=rank_device(spec.device, 0))
+            init_distributed(0, world_size, port, host=host, backend=spec.backend, timeout_s=spec.timeout_s, device=rank_device(spec.device, 0))
             driver = ShardedDriverLearner if spec.sharding == "fsdp" else DriverLearner
-            self.learners = {name: driver(m, **spec.learner_kwargs, name=name) for name, m in models.items()}
+            self.learners = {name: driver(m, **spec.learner_kwargs, **spec.learner_options, name=name) for name, m in models.items()}
         except BaseException:
             self._kill()
             raise
@@ -422,5 +449,6 @@ class LearnerGroup:
             self._join_followers(30)
         finally:
             self._kill()
-            if dist.is_initialized():
-                dist.destroy_process_group()
+            for learner in self.learners.values():
+                learner.release()
+            leave_process_group()  # and its sockets: this process lives on after the group

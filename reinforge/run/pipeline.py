@@ -267,6 +267,7 @@ def build_learners(cfg: Config, models: dict, env) -> tuple[dict[str, PolicyLear
     )
     if cfg.workers.learners == 1:
         return {name: PolicyLearner(model, **kwargs) for name, model in models.items()}, None
+    from reinforge.distributed.fsdp_policies import resolve_precision
     from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
 
     if cfg.workers.sharding == "fsdp":
@@ -282,6 +283,7 @@ def build_learners(cfg: Config, models: dict, env) -> tuple[dict[str, PolicyLear
         {name: model.config for name, model in models.items()}, kwargs, a, torch.get_num_threads(), cfg.workers.timeout_s, device=cfg.model.device,
         retain_freed_memory=cfg.trainer.retain_freed_memory, startup_timeout_s=cfg.workers.startup_timeout_s,
         lora=cfg.model.lora, lora_seed=cfg.trainer.seed, sharding=cfg.workers.sharding,
+        fsdp_precision=resolve_precision(cfg.workers.fsdp_precision, cfg.model.device), fsdp_offload=cfg.workers.fsdp_offload,
     )
     if cfg.workers.learners_on_ray:  # ranks 1..N-1 as Ray actors on the cluster's nodes
         from reinforge.distributed.ray_learners import RayLearnerGroup

@@ -9,6 +9,9 @@ def check_sharding(cfg: Config) -> None:
     """A clear error for a sharded learner the run cannot have (yet)."""
     w = cfg.workers
     if w.sharding == "none":
+        for key, value, default in (("fsdp_precision", w.fsdp_precision, "auto"), ("fsdp_offload", w.fsdp_offload, False)):
+            if value != default:  # refused rather than ignored: the user expects what it does
+                raise ConfigError(f"workers.{key}={str(value).lower()} sets how FSDP shards the learner, but workers.sharding=none: set workers.sharding=fsdp or drop it")
         return
     if w.learners < 2:
         # Refused rather than ignored: one rank has nothing to shard over, and a user who asked for
@@ -19,3 +22,10 @@ def check_sharding(cfg: Config) -> None:
         )
     if cfg.algo.compile_forward:
         raise ConfigError("workers.sharding=fsdp with algo.compile_forward is not supported: set algo.compile_forward=false or workers.sharding=none")
+    if w.fsdp_offload and not cfg.model.device.startswith("cuda"):
+        # CPUOffloadPolicy moves the shards from GPU to host memory; a CPU model is there already
+        # (and FSDP2's offload pins host memory, which needs a GPU: it would fail, not do nothing).
+        raise ConfigError(
+            f"workers.fsdp_offload=true keeps a GPU model's shards in host memory, but model.device={cfg.model.device} "
+            "is the host already: set workers.fsdp_offload=false"
+        )
