@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
+from reinforge.distributed.sharded_checkpoint import SHARDED_DIR
 from reinforge.runtime import checkpoint as ckpt
 from run_records import assert_same_run, copy_at_first_checkpoint, run_metrics
-from test_sharded_run import BASE, train
+from test_sharded_checkpoint import BASE, train
 
 
 def resumes_exactly(full: Path, copy: Path) -> None:
@@ -28,14 +30,16 @@ def test_a_sharded_lora_run_trains_the_adapters_and_resumes_exactly(tmp_path: Pa
     assert len(rl) == 3 and any(r["grad_norm"] > 0 for r in rl)
     setup = next(r for r in run_metrics(full) if "trainable_params" in r)
     assert 0 < setup["trainable_params"] < setup["total_params"] / 10, "the adapters train, not the base"
-    # The step-2 checkpoint: AdamW moments of the adapters only (gathered from both ranks' shards),
-    # one full-size moment per adapter tensor, all of them moved by the two steps.
-    state = ckpt.load_state(ckpt.list_checkpoints(full)[0])
-    adapter = load_file(full / "final" / "adapter" / "adapter_model.safetensors")
-    moments = state["optimizer"]["state"]
+    # The step-2 checkpoint's shards: AdamW moments of the adapters only (each rank wrote its
+    # shards), one full-size moment per adapter tensor, all of them moved by the two steps.
+    first = ckpt.list_checkpoints(full)[0]
+    state = ckpt.load_state(first)
     assert state["learner_version"] == 2
-    assert sorted(tuple(moments[i]["exp_avg"].shape) for i in moments) == sorted(tuple(t.shape) for t in adapter.values())
-    assert all(torch.count_nonzero(entry["exp_avg_sq"]) > 0 for entry in moments.values())
+    dcp_to_torch_save(first / SHARDED_DIR, tmp_path / "whole.pt")  # the ranks' shards as one plain file
+    moments = torch.load(tmp_path / "whole.pt", weights_only=False)["policy"]["optimizer"]["state"]
+    adapter = load_file(full / "final" / "adapter" / "adapter_model.safetensors")
+    assert sorted(tuple(m["exp_avg"].shape) for m in moments.values()) == sorted(tuple(t.shape) for t in adapter.values())
+    assert all(torch.count_nonzero(m["exp_avg_sq"]) > 0 for m in moments.values())
     assert any(torch.count_nonzero(t) > 0 for name, t in adapter.items() if "lora_B" in name), "B starts at zero: it trained"
     resumes_exactly(full, tmp_path / "copy")
 
