@@ -115,6 +115,7 @@ def test_every_rank_writes_its_shards_into_the_checkpoint(reference: Path) -> No
     assert all(torch.equal(final[k], saved[k]) for k in saved)
 
 
+@pytest.mark.slow  # whole sharded runs resumed; .ci/run runs tests/distributed -m slow
 def test_sigkill_of_every_rank_then_resume_is_the_uninterrupted_run(tmp_path: Path, reference: Path) -> None:
     out = tmp_path / "run"
     # Rank 0 and its followers in a session of their own: the kill takes every rank at once, as a lost node would.
@@ -137,6 +138,7 @@ def largest_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -
     return max((a[k] - b[k]).abs().max().item() for k in a)
 
 
+@pytest.mark.slow  # whole sharded runs resumed; .ci/run runs tests/distributed -m slow
 @pytest.mark.parametrize("ranks", [["workers.learners=3"], ["workers.learners=1", "workers.sharding=none"]], ids=["3-ranks", "unsharded"])
 def test_a_resume_on_other_ranks_reshards_and_continues(tmp_path: Path, reference: Path, ranks: list[str]) -> None:
     copy = tmp_path / "copy"

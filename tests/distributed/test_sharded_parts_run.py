@@ -22,6 +22,7 @@ def resumes_exactly(full: Path, copy: Path) -> None:
     assert_same_run(full, copy)
 
 
+@pytest.mark.slow  # whole sharded runs (~50 s each); .ci/run runs tests/distributed -m slow
 def test_a_sharded_lora_run_trains_the_adapters_and_resumes_exactly(tmp_path: Path) -> None:
     pytest.importorskip("peft")
     full = tmp_path / "full"
@@ -44,6 +45,7 @@ def test_a_sharded_lora_run_trains_the_adapters_and_resumes_exactly(tmp_path: Pa
     resumes_exactly(full, tmp_path / "copy")
 
 
+@pytest.mark.slow  # whole sharded runs (~50 s each); .ci/run runs tests/distributed -m slow
 def test_a_sharded_run_with_a_critic_trains_it_and_resumes_exactly(tmp_path: Path) -> None:
     """The policy is sharded over the 2 ranks; the critic (a value model trained on rank 0, as with
     replicated learners) trains every step and its state comes back on resume."""

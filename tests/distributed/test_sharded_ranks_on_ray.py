@@ -115,6 +115,7 @@ def test_more_ranks_than_the_cluster_holds_is_refused_at_start(cluster) -> None:
     )
 
 
+@pytest.mark.slow  # a whole run on the test cluster; .ci/run runs tests/distributed -m slow
 def test_train_with_workers_address_places_rank_1_on_the_cluster(cluster, tmp_path, monkeypatch) -> None:
     """`reinforge train` with workers.learners=2 and workers.address set: rank 1 runs as a Ray actor
     on the cluster's worker node, and the run's updates are the bits of the same run with rank 1
