@@ -9,12 +9,11 @@ import types
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 from torch.distributed.fsdp import CPUOffloadPolicy
 from torch.distributed.tensor import DTensor
 
 from reinforge.config import ConfigError, load_config
-from reinforge.distributed.ddp import free_port, init_distributed, shard_rows
+from reinforge.distributed.ddp import init_distributed, shard_rows
 from reinforge.distributed.fsdp import ShardedPolicyLearner
 from reinforge.distributed.fsdp_policies import fully_shard_options, process_group_backend, resolve_precision
 from reinforge.distributed.teardown import leave_process_group
@@ -24,6 +23,7 @@ from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.run import pipeline, preflight
 from deadlines import PROCESS_START_S
 from float_bounds import EPS32, adam_first_step_bound, forward_bound
+from rank_zero_here import rank_zero_here
 from test_ddp import LR, MAX_RESPONSE, algo_for, make_batch, make_tokenizer
 
 EPS_BF16 = torch.finfo(torch.bfloat16).eps  # 2**-7: bf16 keeps 8 significant bits, float32 24
@@ -106,19 +106,8 @@ def test_two_ranks_in_bf16_match_fp32_within_bf16_rounding() -> None:
     float32's; the master weights stay float32; and the step from the same start stays within Adam's
     first-step bound given the gradients each precision computed (a wrong step moves weights by ~lr)."""
     torch.set_num_threads(1)
-    port = free_port()
-    child = mp.spawn(follower, args=(2, port), nprocs=1, join=False)
-    try:
-        init_distributed(0, 2, port, backend="gloo", timeout_s=PROCESS_START_S)
-        try:
-            fp32, bf16 = (one_step(0, 2, precision) for precision in ("fp32", "bf16"))
-        finally:
-            leave_process_group()
-        assert child.join(timeout=PROCESS_START_S), "rank 1 did not finish"
-    finally:
-        for process in child.processes:
-            if process.is_alive():
-                process.kill()
+    with rank_zero_here(follower):
+        fp32, bf16 = (one_step(0, 2, precision) for precision in ("fp32", "bf16"))
     model = build_tiny_llama(make_tokenizer(), "nano", seed=0)
     start = dict(model.named_parameters())
     scale = fp32["logprobs"].abs().max().item()

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
-from reinforge.distributed.ddp import free_port, init_distributed, shard_rows
+from reinforge.distributed.ddp import init_distributed, shard_rows
 from reinforge.distributed.fsdp import ShardedPolicyLearner
 from reinforge.distributed.teardown import leave_process_group
 from reinforge.learner.policy_objective import make_policy_objective
 from reinforge.models.tiny_llama import build_tiny_llama
 from deadlines import PROCESS_START_S
+from rank_zero_here import rank_zero_here
 from test_ddp import LR, MAX_RESPONSE, algo_for, make_batch, make_tokenizer
 
 LISTEN = "0A"  # the TCP state "listening" in /proc/net/tcp{,6}
@@ -63,20 +63,9 @@ def test_rank_0_of_a_sharded_run_leaves_no_listening_socket() -> None:
     `leave_process_group` none of them is left, though the process lives on."""
     torch.set_num_threads(1)
     before = own_listening_sockets()
-    port = free_port()
-    child = mp.spawn(follower, args=(2, port), nprocs=1, join=False)
-    try:
-        init_distributed(0, 2, port, backend="gloo", timeout_s=PROCESS_START_S)
-        try:
-            one_sharded_step(0, 2)
-            during = own_listening_sockets() - before
-        finally:
-            leave_process_group()
-        assert child.join(timeout=PROCESS_START_S), "rank 1 did not finish"
-    finally:
-        for process in child.processes:
-            if process.is_alive():
-                process.kill()
+    with rank_zero_here(follower) as port:
+        one_sharded_step(0, 2)
+        during = own_listening_sockets() - before
     store = ("tcp6", f"{0:032X}:{port:04X}")  # '::' at the rendezvous port
     assert store in during, f"the check does not see rank 0's store listening: {during}"
     assert not dist.is_initialized()

@@ -22,7 +22,7 @@ import pytest
 from deadlines import SHORT_PROGRAM_S
 from sandbox_host import HostWatch, processes_of
 
-from reinforge.envs.tools import sandbox, sandbox_bounds, sandbox_supervisor
+from reinforge.envs.tools import sandbox, sandbox_supervisor
 from reinforge.envs.tools.sandbox import SandboxUnavailableError, run_python
 
 MEMORY_MB, DISK_MB = 96, 16  # small limits: attacks hit them fast
@@ -34,15 +34,6 @@ def attack(code: str, *, memory_mb: int = MEMORY_MB, disk_mb: int = DISK_MB, **l
         result = run_python(code, memory_mb=memory_mb, disk_mb=disk_mb, **limits)
     watch.check(result, memory_mb, disk_mb)
     return result
-
-
-@pytest.fixture(params=["detected", "budget"])
-def mechanism(request, monkeypatch) -> str:
-    """The whole-call bound under test: this machine's best one, and the polled budget."""
-    if request.param == "budget":
-        monkeypatch.setattr(sandbox_bounds, "detect", lambda: (sandbox_bounds.CallBounds, ()))
-        monkeypatch.setenv(sandbox_bounds.BUDGET_OPT_IN, "1")  # refused without it (tests/envs/test_sandbox_side_doors.py)
-    return request.param
 
 
 def assert_nothing_left(result) -> None:

@@ -15,10 +15,8 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
 from deadlines import SHORT_PROGRAM_S
 
-from reinforge.envs.tools import sandbox_bounds
 from reinforge.envs.tools.sandbox import run_python
 
 REPOSITORY = str(Path(__file__).resolve().parents[2])
@@ -34,14 +32,6 @@ print(json.dumps({
     "sys.prefix": [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix],
 }))
 """
-
-
-@pytest.fixture(params=["detected", "budget"])
-def mechanism(request, monkeypatch) -> str:
-    if request.param == "budget":
-        monkeypatch.setattr(sandbox_bounds, "detect", lambda: (sandbox_bounds.CallBounds, ()))
-        monkeypatch.setenv(sandbox_bounds.BUDGET_OPT_IN, "1")
-    return request.param
 
 
 def host_paths() -> dict[str, str]:

@@ -35,14 +35,6 @@ TCP_NOISE_MB = 48  # other programs on the machine (a gateway, Ray) move the hos
 REPOSITORY = str(Path(__file__).resolve().parents[2])
 
 
-@pytest.fixture(params=["detected", "budget"])
-def mechanism(request, monkeypatch) -> str:
-    if request.param == "budget":
-        monkeypatch.setattr(sandbox_bounds, "detect", lambda: (sandbox_bounds.CallBounds, ()))
-        monkeypatch.setenv(sandbox_bounds.BUDGET_OPT_IN, "1")
-    return request.param
-
-
 def attack(code: str, **limits):
     limits = {"memory_mb": MEMORY_MB, "disk_mb": DISK_MB, "timeout_s": SHORT_PROGRAM_S, **limits}
     with HostWatch() as watch:
