@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from reinforge.config import load_config
@@ -26,6 +27,7 @@ SHRUNK = [
 ]
 
 
+@pytest.mark.slow  # a whole run (~20-100 s); .ci/run runs the slow group of this file
 def test_rl_teaches_the_agent_to_call_its_calculator(tmp_path):
     cfg = load_config("tool-agent", [*SHRUNK, f"trainer.output_dir={tmp_path / 'run'}"])
     outcome = run_training(cfg)

@@ -217,6 +217,7 @@ def recording(cls, into: list[RecordedStep], twins: list[PolicyLearner]):
     return train_step
 
 
+@pytest.mark.slow  # a whole run (~20-100 s); .ci/run runs the slow group of this file
 def test_train_with_two_learners_matches_one(tmp_path, monkeypatch, recorded) -> None:
     """The whole loop (`run_training`) with workers.learners=2 against 1. Both start from the same
     weights and sample the same first batch, so their first steps agree within float-noise bounds.

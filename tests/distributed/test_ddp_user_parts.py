@@ -70,6 +70,7 @@ reward:
 """
 
 
+@pytest.mark.slow  # a whole run (~20-100 s); .ci/run runs the slow group of this file
 def test_a_user_loss_and_estimator_with_two_learners_match_one_learner(user_project, tmp_path) -> None:
     # The module lives beside the recipe, not in the current directory: only the recipe's
     # directory (an import root) leads the follower process to it.

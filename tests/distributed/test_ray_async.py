@@ -160,6 +160,7 @@ def in_process_k1(tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.slow  # a whole run (~20-100 s); .ci/run runs the slow group of this file
 def test_async_k1_on_one_worker_equals_in_process(ray_session, in_process_k1: Path, tmp_path: Path, recorded) -> None:
     run = tmp_path / "ray"
     outcome = train(run, "trainer.max_staleness=1", *RAY, "trainer.checkpoint_every=2", "trainer.keep_checkpoints=10")

@@ -232,6 +232,7 @@ CLI_TRAINER_ONLY = """
 """
 
 
+@pytest.mark.slow  # a whole run (~20-100 s); .ci/run runs the slow group of this file
 def test_reinforge_train_stops_at_start_when_its_ray_workers_cannot_import_the_reward(user_project) -> None:
     """The reported case, as a user runs it: `reinforge train` from the project directory, with
     reward workers on a local Ray cluster. It must stop with the import error, readable, and leave

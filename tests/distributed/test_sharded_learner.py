@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -101,6 +102,7 @@ def test_two_fsdp_ranks_match_one_process(tmp_path) -> None:
         assert 0.4 < parallel[agg + "/local_share"] <= 0.6  # rank 0's shard: dim-0 halves (odd sizes round up)
 
 
+@pytest.mark.slow  # a whole run (~20-100 s); .ci/run runs the slow group of this file
 def test_learner_group_with_fsdp_keeps_rank_0s_full_model_and_resumes_exactly(tmp_path) -> None:
     """`reinforge train` with workers.learners=2 sharding=fsdp: rank 0 (this process) drives a
     spawned follower. After each step the loop's full model on rank 0 holds exactly the weights

@@ -16,9 +16,12 @@ Measured with the recipe as shipped (`reinforge train recipe.yaml trainer.seed=S
 
 from __future__ import annotations
 
+import pytest
+
 from example_runs import read_jsonl, run_example
 
 
+@pytest.mark.slow  # a whole run (~20-100 s); .ci/run runs the slow group of this file
 def test_guess_number_env_learns_to_halve_the_range(tmp_path):
     run_dir, done = run_example("guess_number", tmp_path, "trainer.seed=0")
 
