@@ -13,7 +13,7 @@ checkpoints): `gather_full_weights` all-gathers them parameter by parameter afte
 full parameter in flight at a time, besides rank 0's own full model). Checkpoints hold the AdamW
 state as every rank's shards (reinforge.distributed.sharded_checkpoint); `load_full_optimizer_state`
 loads a plain optimizer's `state_dict()` (full tensors, parameters by position: an unsharded run's
-checkpoint) into the shards, and `full_optimizer_state` gathers the shards into that format.
+checkpoint) into the shards.
 """
 
 from __future__ import annotations
@@ -81,23 +81,8 @@ def gather_full_weights(sharded: torch.nn.Module, into: torch.nn.Module | None =
             targets[name].copy_(full)
 
 
-def full_optimizer_state(optimizer: torch.optim.Optimizer) -> dict:
-    """The sharded optimizer's `state_dict()` with every DTensor gathered to a full tensor (a
-    collective: every rank calls it), i.e. what a plain optimizer of the whole model would return."""
-    state = optimizer.state_dict()
-    for index in sorted(state["state"]):  # the same order on every rank
-        entry = dict(state["state"][index])  # a copy: state_dict() shares the live per-parameter dicts
-        for key in sorted(entry):
-            if isinstance(entry[key], DTensor):
-                entry[key] = entry[key].full_tensor()
-            elif isinstance(entry[key], torch.Tensor):  # the step count: a copy, the live one counts on
-                entry[key] = entry[key].clone()
-        state["state"][index] = entry
-    return state
-
-
 def load_full_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
-    """Load a plain optimizer `state_dict()` (full tensors, as `full_optimizer_state` returns and
+    """Load a plain optimizer `state_dict()` (full tensors, as
     checkpoints hold) into the sharded optimizer: each rank keeps its shard of every moment; the
     hyperparameters the optimizer was built with stay (as load_optimizer_state does)."""
     params = [p for group in optimizer.param_groups for p in group["params"]]

@@ -12,9 +12,10 @@ import torch.multiprocessing as mp
 from torch.distributed.tensor import DTensor
 
 from reinforge.distributed.ddp import free_port, init_distributed, shard_rows
-from reinforge.distributed.fsdp import ShardedPolicyLearner, full_optimizer_state
+from reinforge.distributed.fsdp import ShardedPolicyLearner
 from reinforge.learner.policy_objective import make_policy_objective
 from reinforge.models.tiny_llama import build_tiny_llama
+from gathered_state import full_optimizer_state
 from deadlines import PROCESS_START_S
 from teacher_forcing import LearnerState, RecordedStep, StepOutcome, assert_replays
 from test_ddp import AGGREGATIONS, LR, MAX_RESPONSE, algo_for, make_batch, make_tokenizer, single_learner
