@@ -79,6 +79,7 @@ def gather_full_weights(sharded: torch.nn.Module, into: torch.nn.Module | None =
         full = param.full_tensor() if isinstance(param, DTensor) else param
         if into is not None:
             targets[name].copy_(full)
+        del full  # freed before the next one is gathered: one full parameter in flight, not two
 
 
 def load_full_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:

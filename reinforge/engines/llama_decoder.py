@@ -79,16 +79,24 @@ def supports(model: PreTrainedModel) -> bool:
     return unsupported_reason(model) is None
 
 
+def joined_linear(x: torch.Tensor, weight, bias) -> torch.Tensor:
+    """F.linear over one matrix, or over the parts of a joined one (a tuple: a borrowing decoder's
+    q, k, v or gate, up, reinforge.engines.borrowed_decoder), their outputs side by side."""
+    if isinstance(weight, torch.Tensor):
+        return F.linear(x, weight, bias)
+    return torch.cat([F.linear(x, w, b) for w, b in zip(weight, bias or (None,) * len(weight))], dim=-1)
+
+
 @dataclass
 class _Layer:
     input_norm: torch.Tensor
-    qkv_weight: torch.Tensor
-    qkv_bias: torch.Tensor | None
+    qkv_weight: torch.Tensor | tuple[torch.Tensor, ...]  # a tuple: parts (joined_linear)
+    qkv_bias: torch.Tensor | tuple[torch.Tensor, ...] | None
     o_weight: torch.Tensor
     o_bias: torch.Tensor | None
     post_norm: torch.Tensor
-    gate_up_weight: torch.Tensor
-    gate_up_bias: torch.Tensor | None
+    gate_up_weight: torch.Tensor | tuple[torch.Tensor, ...]
+    gate_up_bias: torch.Tensor | tuple[torch.Tensor, ...] | None
     down_weight: torch.Tensor
     down_bias: torch.Tensor | None
     scaling: float  # the attention's softmax scale (attn.scaling: head_dim**-0.5 in Llama, Qwen2, Mistral)
@@ -186,45 +194,56 @@ class FusedLlamaDecoder:
         # and in transformers) then differs from the learner (`prefill` warns).
         self.original_context = None if self.static_rope else _original_context(config)
 
-        def w(t: torch.Tensor | None) -> torch.Tensor | None:
-            # A copy, so an optimizer step never changes what a given policy version samples.
-            return None if t is None else t.detach().to(dtype, copy=True)
+        self._take_weights(model)
 
-        def matrix(t: torch.Tensor) -> torch.Tensor:
-            # A copy laid out [in, out] and viewed back as [out, in]: F.linear then multiplies by a
-            # contiguous [in, out] matrix, which the CPU GEMM takes without re-packing a transposed
-            # one at every decode step (a 64-row step's matmuls 1.1-1.5x faster on their own).
-            return t.detach().t().to(dtype).contiguous().t()
+    # How the decoder holds the model's weights: copies in its own dtype and layout (here), so an
+    # optimizer step never changes what a given policy version samples; or the model's own tensors
+    # (reinforge.engines.borrowed_decoder, a sharded learner's rank 0: no second full copy).
 
+    def _vector(self, t: torch.Tensor | None) -> torch.Tensor | None:
+        return None if t is None else t.detach().to(self.dtype, copy=True)
+
+    def _matrix(self, t: torch.Tensor) -> torch.Tensor:
+        # A copy laid out [in, out] and viewed back as [out, in]: F.linear then multiplies by a
+        # contiguous [in, out] matrix, which the CPU GEMM takes without re-packing a transposed
+        # one at every decode step (a 64-row step's matmuls 1.1-1.5x faster on their own).
+        return t.detach().t().to(self.dtype).contiguous().t()
+
+    def _joined_matrix(self, parts: list[torch.Tensor]):
+        """Projections that read the same input (q, k, v; gate, up) as one matrix: one matmul."""
+        return self._matrix(torch.cat(parts))
+
+    def _joined_vector(self, parts: list[torch.Tensor | None]):
+        return None if parts[0] is None else self._vector(torch.cat(parts))
+
+    def _take_weights(self, model: PreTrainedModel) -> None:
         self.layers = []
         for layer in model.model.layers:
             attn, mlp = layer.self_attn, layer.mlp
             # Llama's attention_bias / mlp_bias also put biases on o_proj and the MLP; qwen2 only on q, k, v.
-            biases = [attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias]
-            gate_up_bias = None if mlp.gate_proj.bias is None else torch.cat([mlp.gate_proj.bias, mlp.up_proj.bias])
             self.layers.append(
                 _Layer(
-                    input_norm=w(layer.input_layernorm.weight),
-                    qkv_weight=matrix(torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])),
-                    qkv_bias=None if biases[0] is None else w(torch.cat(biases)),
-                    o_weight=matrix(attn.o_proj.weight),
-                    o_bias=w(attn.o_proj.bias),
-                    post_norm=w(layer.post_attention_layernorm.weight),
-                    gate_up_weight=matrix(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),
-                    gate_up_bias=w(gate_up_bias),
-                    down_weight=matrix(mlp.down_proj.weight),
-                    down_bias=w(mlp.down_proj.bias),
+                    input_norm=self._vector(layer.input_layernorm.weight),
+                    qkv_weight=self._joined_matrix([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]),
+                    qkv_bias=self._joined_vector([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias]),
+                    o_weight=self._matrix(attn.o_proj.weight),
+                    o_bias=self._vector(attn.o_proj.bias),
+                    post_norm=self._vector(layer.post_attention_layernorm.weight),
+                    gate_up_weight=self._joined_matrix([mlp.gate_proj.weight, mlp.up_proj.weight]),
+                    gate_up_bias=self._joined_vector([mlp.gate_proj.bias, mlp.up_proj.bias]),
+                    down_weight=self._matrix(mlp.down_proj.weight),
+                    down_bias=self._vector(mlp.down_proj.bias),
                     scaling=float(attn.scaling),
                 )
             )
-        self.final_norm = w(model.model.norm.weight)
-        self.lm_head = matrix(model.lm_head.weight)
+        self.final_norm = self._vector(model.model.norm.weight)
+        self.lm_head = self._matrix(model.lm_head.weight)
         embed = model.model.embed_tokens.weight
         # Tied embeddings (SmolLM2, Qwen2-0.5B): one copy serves both, [V, H] read as a strided
         # view of the [H, V] matrix (an embedding lookup gathers a few rows either way; for
         # SmolLM2 the second copy would be 113 MB).
         self.tied = embed.data_ptr() == model.lm_head.weight.data_ptr() and embed.shape == model.lm_head.weight.shape
-        self.embed = self.lm_head if self.tied else w(embed)
+        self.embed = self.lm_head if self.tied else self._vector(embed)
 
     def _rms_norm(self, x: torch.Tensor, weight: torch.Tensor, native: bool = False) -> torch.Tensor:
         if native:  # CPU float32 (`usable`), contiguous: embeddings, residual sums
@@ -261,7 +280,7 @@ class FusedLlamaDecoder:
         native = self.native and choice.usable(hidden, self.decode_kernels)
         for i, layer in enumerate(self.layers):
             x = self._rms_norm(hidden, layer.input_norm, native)
-            qkv = F.linear(x, layer.qkv_weight, layer.qkv_bias)
+            qkv = joined_linear(x, layer.qkv_weight, layer.qkv_bias)
             # q and k rotated together: [N, heads + kv_heads, head_dim]
             if native:
                 qk = layers.rotary_rows(qkv, heads + kv_heads, head_dim, cos, sin)
@@ -272,7 +291,7 @@ class FusedLlamaDecoder:
             attn = self._attention(i, q, k, v, state, prompt, start, end, native)  # [N, heads, head_dim]
             hidden = hidden + F.linear(attn.reshape(-1, q_size), layer.o_weight, layer.o_bias)
             x = self._rms_norm(hidden, layer.post_norm, native)
-            gate_up = F.linear(x, layer.gate_up_weight, layer.gate_up_bias)
+            gate_up = joined_linear(x, layer.gate_up_weight, layer.gate_up_bias)
             if native:
                 activated = layers.swiglu_halves(gate_up)
             else:

@@ -10,6 +10,8 @@ The engine samples on its model's device (CPU or a GPU); the uniform numbers tha
 drawn on the CPU from the seeded generator (reinforge.engines.sampling), so a seed means the same
 draws on every device. A LoRA model (reinforge.models.lora) is sampled through a plain copy of the
 base architecture that receives the merged weights W + s * B @ A at every `sync_weights`.
+The fused decoder copies the weights it samples; a sharded learner's rank 0, whose loop model is
+the policy's only full copy there, has it borrow them instead (reinforge.engines.borrowed_decoder).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from transformers import PreTrainedModel
 from reinforge.engines import llama_decoder
 from reinforge.kernels import choice
 from reinforge.engines.base import Generation, SamplingParams
+from reinforge.engines.borrowed_decoder import BorrowedLlamaDecoder
 from reinforge.engines.decode_hook import DecodeCheck, DecodeHook
 from reinforge.engines.sampling import sample_next
 from reinforge.models.lora import inference_copy, is_lora_model, merged_state_dict
@@ -99,7 +102,12 @@ class TorchEngine:
         fused: bool = True,
         decode_kernels: str = "auto",
         owns_model: bool = False,
+        borrow_weights: bool = False,
     ):
+        """`borrow_weights` (a sharded learner's rank 0): the fused decoder reads the model's own
+        weight tensors instead of copying them (reinforge.engines.borrowed_decoder), when the engine
+        samples in the model's dtype; the model must then not change between a `sync_weights` and
+        the sampling that follows it."""
         choice.check_mode(decode_kernels, "engine.decode_kernels")  # here, not at the first rollout
         self.owns_model = owns_model
         self.decode_kernels = decode_kernels
@@ -112,6 +120,10 @@ class TorchEngine:
         self.fused = fused and reason is None
         if fused and reason is not None:
             logger.info("TorchEngine samples through transformers' forward (HFDecoder): the fused decoder cannot run this model: %s", reason)
+        model_dtypes = {p.dtype for p in self.model.parameters()}
+        self.borrow_weights = borrow_weights and model_dtypes == {self.dtype}
+        if borrow_weights and not self.borrow_weights:
+            logger.info("TorchEngine copies the weights it samples: rollout.engine_dtype=%s is not the model's dtype", dtype)
         self.policy_version = 0
         self._decoder: llama_decoder.FusedLlamaDecoder | HFDecoder | None = None
 
@@ -157,11 +169,8 @@ class TorchEngine:
 
     def _get_decoder(self):
         if self._decoder is None:
-            self._decoder = (
-                llama_decoder.FusedLlamaDecoder(self.model, self.dtype, self.decode_kernels)
-                if self.fused
-                else HFDecoder(self.model)
-            )
+            fused = BorrowedLlamaDecoder if self.borrow_weights else llama_decoder.FusedLlamaDecoder
+            self._decoder = fused(self.model, self.dtype, self.decode_kernels) if self.fused else HFDecoder(self.model)
         return self._decoder
 
     def generate(

@@ -250,7 +250,9 @@ def build_engine(cfg: Config, model, pad_token_id: int):
             # vLLM's GPU build owns a device: one per worker where the run is on GPUs
             gpus_per_worker=1.0 if vllm is not None and cfg.model.device.startswith("cuda") else 0.0,
         )
-    return TorchEngine(model, pad_token_id, dtype=cfg.rollout.engine_dtype, decode_kernels=e.decode_kernels)
+    # A sharded learner's rank 0 holds the policy's one full copy (the loop's model): the engine samples it, copying nothing.
+    borrow = cfg.workers.sharding == "fsdp"
+    return TorchEngine(model, pad_token_id, dtype=cfg.rollout.engine_dtype, decode_kernels=e.decode_kernels, borrow_weights=borrow)
 
 
 def build_learners(cfg: Config, models: dict, env) -> tuple[dict[str, PolicyLearner], object]:

@@ -36,8 +36,8 @@ def hf_last_logits(model, sequences: list[list[int]]) -> torch.Tensor:
 
 
 @torch.no_grad()
-def assert_fused_matches_transformers(model, prompts: list[list[int]], pad: int, forced: list[list[int]]) -> None:
-    decoder = FusedLlamaDecoder(model)
+def assert_fused_matches_transformers(model, prompts: list[list[int]], pad: int, forced: list[list[int]], decoder_class=FusedLlamaDecoder) -> None:
+    decoder = decoder_class(model)
     ids, mask = left_pad(prompts, pad)
     logits, state = decoder.prefill(ids, mask, max_new_tokens=len(forced[0]) + 1)
     reference = hf_last_logits(model, prompts)
