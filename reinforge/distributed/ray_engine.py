@@ -11,7 +11,9 @@ so samples differ (their distribution does not).
 Weights are versioned and verified (reinforge.engines.weight_sync). `sync_weights(version)` reads the
 learner model's current state_dict (the engine holds a reference to that model, like `TorchEngine`;
 a LoRA model's merged weights, reinforge.models.lora, which a worker's plain model of the base
-architecture loads), puts it once in the object store and has every worker load it; each worker
+architecture loads), puts each tensor in the object store as an object of its own (copied to the
+host one at a time: the learner's process never holds a second full state dict) and has every
+worker load them, fetching and copying one tensor at a time (`load_streamed`); each worker
 echoes `(version, checksum of the weights it now holds)`, and a wrong version or checksum raises
 `WeightSyncError`. Every generation carries the version that sampled it, and a generation from
 another version is refused too.
@@ -84,6 +86,24 @@ def shard_seed(seed: int | None, shard: int) -> int | None:
     return int.from_bytes(digest, "little") >> 1  # torch.manual_seed takes < 2**63
 
 
+def load_streamed(model: torch.nn.Module, state: dict[str, Any]) -> None:
+    """Load `state` (name -> tensor or object-store reference to one) into `model` one tensor at a
+    time: fetched, copied in place, dropped. Names and shapes are checked as `load_state_dict` does."""
+    import ray
+
+    targets = model.state_dict()
+    if set(state) != set(targets):
+        missing, unexpected = sorted(set(targets) - set(state)), sorted(set(state) - set(targets))
+        raise RuntimeError(f"weights for {type(model).__name__}: missing {missing}, unexpected {unexpected}")
+    with torch.no_grad():
+        for name, value in state.items():
+            tensor = ray.get(value) if isinstance(value, ray.ObjectRef) else value
+            if tensor.shape != targets[name].shape:
+                raise RuntimeError(f"weights for {type(model).__name__}: {name} has shape {tuple(tensor.shape)}, the model's {tuple(targets[name].shape)}")
+            targets[name].copy_(tensor)
+            del tensor  # before the next one is fetched
+
+
 class EngineWorker:
     """The actor body: a TorchEngine over a model rebuilt from the learner's config, or a VllmEngine
     (in its own child process of the actor) when `vllm` holds its options."""
@@ -105,8 +125,10 @@ class EngineWorker:
             model, pad_token_id, dtype=dtype, max_batch_size=max_batch_size, fused=fused, decode_kernels=decode_kernels
         )
 
-    def load_weights(self, state: dict[str, torch.Tensor], version: int) -> tuple[int, str]:
-        self.engine.model.load_state_dict(state)
+    def load_weights(self, state: dict[str, Any], version: int) -> tuple[int, str]:
+        """`state`: name -> tensor, or name -> an object-store reference to one tensor (RayEngine
+        ships them so: this worker fetches and loads one parameter at a time)."""
+        load_streamed(self.engine.model, state)
         self.engine.sync_weights(version)
         return version, state_checksum(self.engine.model.state_dict())
 
@@ -197,8 +219,17 @@ class RayEngine(SharedWeights):
     # ------------------------------------------------------------------ internals
 
     def _put(self, state: dict[str, torch.Tensor], version: int) -> WeightSet:
-        state = {name: tensor.detach().cpu() for name, tensor in state.items()}
-        return WeightSet(self.ray.put(state), version, state_checksum(state))
+        """One object per tensor, each copied to the host (from a GPU) and put on its own, so this
+        process holds one parameter's host copy at a time, never a second full state dict; the
+        checksum reads them one at a time again."""
+        refs, put = {}, {}
+        for name, tensor in state.items():
+            # Tied weights (embeddings and head) are one tensor under two names: put once.
+            key = (tensor.data_ptr(), tuple(tensor.shape), tensor.stride(), tensor.dtype, tensor.device)
+            if key not in put:
+                put[key] = self.ray.put(tensor.detach().cpu())
+            refs[name] = put[key]
+        return WeightSet(refs, version, state_checksum(state))
 
     def _push(self, weights: WeightSet) -> None:
         """Load `weights` on every worker and check each echo (the caller holds the lock)."""

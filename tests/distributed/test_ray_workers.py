@@ -132,6 +132,26 @@ def test_sync_ships_new_weights_and_checks_the_echo(engine2, model, tokenizer, p
     assert [g.token_ids for g in engine2.generate(prompts, params, seed=1)] == [g.token_ids for g in before]
 
 
+def test_a_sync_ships_one_object_per_tensor_and_workers_load_them_one_at_a_time(engine2, model) -> None:
+    """No second full state dict on the learner's side: every tensor is an object of its own (tied
+    embeddings and head one object), which each worker fetches and loads one at a time, and
+    echoes the checksum of what it then holds."""
+    engine2.sync_weights(11)
+    payload = engine2._held.payload
+    state = model.state_dict()
+    assert list(payload) == list(state) and all(isinstance(ref, ray.ObjectRef) for ref in payload.values())
+    assert payload["lm_head.weight"] == payload["model.embed_tokens.weight"]  # tied: put once
+    for name, ref in payload.items():
+        assert torch.equal(ray.get(ref, timeout=30), state[name]), name
+    assert ray.get(engine2.actors()[1].load_weights.remote(payload, 11), timeout=30) == (11, state_checksum(state))
+    wrong = {name: tensor[:1] if name == "lm_head.weight" else tensor for name, tensor in state.items()}
+    target = copy.deepcopy(model)
+    with pytest.raises(RuntimeError, match=r"lm_head.weight has shape \(1, "):
+        ray_engine.load_streamed(target, wrong)
+    with pytest.raises(RuntimeError, match=r"missing \['lm_head.weight'\]"):
+        ray_engine.load_streamed(target, {k: v for k, v in state.items() if k != "lm_head.weight"})
+
+
 def test_a_worker_killed_mid_generate_is_replaced_and_the_shard_retried(engine2, tokenizer, prompts) -> None:
     long = SamplingParams(max_new_tokens=96, temperature=1.0)  # no stop token: every row runs 96 steps
     many = prompts * 16
