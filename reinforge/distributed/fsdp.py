@@ -8,9 +8,26 @@ its shard of the batch with losses normalized by the whole batch's counts, so th
 *summed* over the ranks (FSDP's default divides by the world size: turned off here), clipped by
 the global norm and stepped by AdamW on the shards.
 
-Everything outside the update needs full weights on rank 0 (its in-process engine, the reference,
-checkpoints): `gather_full_weights` all-gathers them parameter by parameter after every step (one
-full parameter in flight at a time, besides rank 0's own full model). Checkpoints hold the AdamW
+Everything outside the update reads full weights on rank 0, the loop's model: its in-process
+engine samples it; evaluation samples through that engine; log-probs outside the update (a
+LoRA reference's, adapters off; an advantage's extra terms) are its forwards; checkpoints' `model/` and
+`final/` are written from it (safetensors writes from the tensors, no copy); Ray workers and vLLM
+are sent its weights; a LoRA policy's engine samples a merged copy of it. (A reference model and a
+critic are other models.) `gather_full_weights` all-gathers the update into it parameter by
+parameter after every step: one full parameter in flight at a time, freed before the next.
+
+No second full copy on rank 0 (issue 30, item 3). Two designs: (a) no full loop model at all,
+the gather writing each parameter straight into the engine's copy and every policy forward
+outside the update run sharded, with the followers, through a message; (b) the loop's model stays
+rank 0's one full copy and the engine samples it without a copy of its own. (b) is what runs: it
+touches one seam (the engine's decoder, reinforge.engines.borrowed_decoder, chosen by
+`TorchEngine(borrow_weights=True)` when workers.sharding=fsdp) instead of every reader above, and
+costs a slower decode (separate q/k/v and gate/up matmuls over the model's [out, in] matrices:
+docs/scaling.md has the number). Ray workers get the weights one tensor per object
+(reinforge.distributed.ray_engine). What still holds a second copy on rank 0: the async schedule's
+producer (a snapshot of another version, by design), a LoRA policy's merged engine copy, a bf16
+engine over a float32 model (a half-size cast), vLLM's host copy. Rank 0's weights reach the other
+ranks tensor by tensor (`load_synced_state`), never as one message. Checkpoints hold the AdamW
 state as every rank's shards (reinforge.distributed.sharded_checkpoint); `load_full_optimizer_state`
 loads a plain optimizer's `state_dict()` (full tensors, parameters by position: an unsharded run's
 checkpoint) into the shards.
@@ -157,8 +174,12 @@ class ShardedPolicyLearner(DataParallelPolicyLearner):
         return norm.full_tensor() if isinstance(norm, DTensor) else norm
 
     def load_synced_state(self, state: dict) -> None:
-        """Rank 0's full weights, plain optimizer state (None: nothing to load) and version."""
-        set_model_state_dict(self.trained_model, state["model"], options=StateDictOptions(full_state_dict=True))
+        """Rank 0's full weights, plain optimizer state (None: nothing to load) and version. The
+        weights are rank 0's `state["model"]` (None on the other ranks): broadcast one tensor at a
+        time, each rank keeping its shard of it, so no rank holds a second full copy (a message
+        would carry them all, pickled, to every rank)."""
+        weights = state["model"] if state["model"] is not None else {}
+        set_model_state_dict(self.trained_model, weights, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
         if state["optimizer"] is not None:
             load_full_optimizer_state(self.sharded_optimizer, state["optimizer"])
         self.version = state["version"]

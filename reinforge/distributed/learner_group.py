@@ -172,9 +172,10 @@ class DriverLearner(DataParallelPolicyLearner):
 
 
 class ShardedDriverLearner(DriverLearner, ShardedPolicyLearner):
-    """Rank 0 of a sharded group (workers.sharding=fsdp). `model` stays the loop's full model (its
-    in-process engine samples it; the reference, checkpoints and log-probs outside the update read
-    it: none of them may run a collective); the update trains a sharded copy of it
+    """Rank 0 of a sharded group (workers.sharding=fsdp). `model` stays the loop's full model, rank
+    0's only full copy of the policy (its in-process engine samples it without a copy of its own:
+    reinforge.engines.borrowed_decoder; the reference, checkpoints and log-probs outside the update
+    read it: none of them may run a collective); the update trains a sharded copy of it
     (`trained_model`) and gathers the new weights back into `model` after every step, before the
     loop syncs its engine. `optimizer` is rank 0's view of the sharded AdamW (`DriverOptimizer`):
     in a checkpoint it is the shards every rank writes (reinforge.distributed.sharded_checkpoint)."""
@@ -194,14 +195,15 @@ class ShardedDriverLearner(DriverLearner, ShardedPolicyLearner):
         return self.optimizer.inner
 
     def synced_state(self) -> dict:
-        """Rank 0's full weights (the loop may have loaded a checkpoint into `model` since the copy
-        was sharded) and a loaded optimizer state, if any; every rank, this one too, shards them."""
-        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.pending, "version": self.version}
+        """A loaded optimizer state, if any, and the version; rank 0's full weights (the loop may
+        have loaded a checkpoint into `model` since the copy was sharded) follow the message one
+        tensor at a time (`state_sent`). Every rank, this one too, shards them."""
+        state = {"model": None, "optimizer": self.optimizer.pending, "version": self.version}
         self.optimizer.pending = None
         return state
 
     def state_sent(self, state: dict) -> None:
-        self.load_synced_state(state)
+        self.load_synced_state({**state, "model": self.model.state_dict()})
 
     def load_shards(self, entry: dict) -> None:
         """Every rank loads its shards of a sharded checkpoint (the followers on a LOAD_SHARDS message)."""

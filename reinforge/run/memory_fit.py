@@ -340,6 +340,8 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
             resident["async producer"] = (cfg.trainer.max_staleness + 3) * 4 * p
     elif cfg.workers.workers == 0:
         fused_copy = engine_bytes * p if shape.fused else 0
+        if cfg.workers.sharding == "fsdp" and r.engine_dtype == "float32":  # it samples the model's own weights (engines/borrowed_decoder)
+            fused_copy = 0
         if cfg.trainer.schedule == "sync":  # released after each rollout (TorchEngine.release_memory)
             sampling_copy = fused_copy
         else:

@@ -10,6 +10,7 @@ import math
 import weakref
 
 import torch
+import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.distributed.tensor import DTensor
 
@@ -54,7 +55,7 @@ def padded_bytes(param: torch.Tensor) -> int:
 def rank_0(index: int, path: str) -> None:
     """Rank 0 in a process of its own (its group's sockets stay out of pytest's process): a learner
     group on the loop's model, a borrowing and a copying engine over that model, one step."""
-    from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
+    from reinforge.distributed.learner_group import STEP, FollowerSpec, LearnerGroup
 
     torch.set_num_threads(1)
     tokenizer = make_tokenizer()
@@ -75,18 +76,28 @@ def rank_0(index: int, path: str) -> None:
             ledger.count()
         return full
 
-    before = {k: v.clone() for k, v in model.state_dict().items()}
     group = LearnerGroup(WORLD, spec, model)
+    messages = []
+    broadcast = dist.broadcast_object_list
+
+    def recorded(objects, *args, **kwargs):
+        messages.extend(objects)
+        return broadcast(objects, *args, **kwargs)
+
     try:
+        with torch.no_grad():  # as a resumed run loads a checkpoint into the loop's model after the group formed
+            for param in model.parameters():
+                param.add_(0.5)
+        before = {k: v.clone() for k, v in model.state_dict().items()}
         for kind, engine in engines.items():
             engine.generate(prompts, params, seed=0)
             ledgers[kind].count()
             engine.release_memory()  # after a rollout, as the sync schedule does
-        DTensor.full_tensor = gathered
+        DTensor.full_tensor, dist.broadcast_object_list = gathered, recorded
         try:
             group.learner.train_step(batch, make_policy_objective(algo))
         finally:
-            DTensor.full_tensor = original
+            DTensor.full_tensor, dist.broadcast_object_list = original, broadcast
         samples = {}
         for kind, engine in engines.items():
             engine.sync_weights(group.learner.version)
@@ -111,6 +122,8 @@ def rank_0(index: int, path: str) -> None:
         logprob_gap=max(abs(a - b) for x, y in zip(samples["borrowing"], reference) for a, b in zip(x.logprobs, y.logprobs)),
         bound=forward_bound(model, 20.0),
         version=group.learner.version,
+        # the learner group's messages (kind, policy, batch, state); the others are the weights' shapes
+        sent_weights=[m[3]["model"] is not None for m in messages if isinstance(m, tuple) and m[0] == STEP and m[3] is not None],
     ), path)
 
 
@@ -131,6 +144,11 @@ def test_rank_0_holds_one_full_copy_through_a_sharded_weight_sync(tmp_path) -> N
     out = torch.load(path, weights_only=False)
     assert out["gathers"] >= out["trained"], "the ledger saw every parameter gathered"
     assert out["moved"] > LR / 2 and out["version"] == 1, "the step changed the loop's model"
+    # Rank 0's weights (changed after the group formed) reached the other rank tensor by tensor,
+    # not in the first step's message: the step started from them (Adam moves a weight ~LR a step,
+    # far less than the 0.5 they were shifted by).
+    assert out["sent_weights"] == [False]
+    assert out["moved"] < 10 * LR
     one_copy = out["model_bytes"] + out["largest"]
     assert out["peaks"]["borrowing"] <= one_copy, out["peaks"]
     assert out["peaks"]["copying"] >= 2 * out["model_bytes"], out["peaks"]  # the count sees a second copy

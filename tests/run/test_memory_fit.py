@@ -76,6 +76,20 @@ def test_prediction_of_a_tiny_config_by_hand() -> None:
     assert on_vllm.resident["async producer"] == (2 + 1 + 2) * 4 * p
 
 
+def test_a_sharded_rank_0s_engine_samples_the_model_without_a_copy() -> None:
+    """workers.sharding=fsdp: the engine borrows the loop model's weights (engines/borrowed_decoder);
+    in another dtype than the model's it still casts a copy."""
+    base = ["rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=6", "workers.learners=2"]
+    p = 6288
+
+    def copy_bytes(*overrides: str) -> int:
+        return predict(load_config("default", [*base, *overrides]), model_shape(tiny_config()), prompt_tokens=4).phases["rollout"]["engine copy"]
+
+    assert copy_bytes() == 4 * p
+    assert copy_bytes("workers.sharding=fsdp") == 0
+    assert copy_bytes("workers.sharding=fsdp", "rollout.engine_dtype=bfloat16") == 2 * p
+
+
 def test_shared_prompts_use_the_engines_layout() -> None:
     """Prompts of 32+ tokens: cached once per group (prefill_shared), at the peak the engine's own
     estimate gives (reinforge.engines.kv_cache.shared_prompt_kv_cache_bytes, tested against the
