@@ -40,8 +40,11 @@ Activations (per layer; H hidden, q = heads x head_dim, kv = kv_heads x head_dim
 the tensors autograd saves, counted with saved_tensors_hooks (tests/run/test_memory_fit.py checks
 the counts on a small model):
     C kernels (algo.packed_kernels auto on a 1-thread CPU float32 run), per token:
-        4H + 2q + 2kv + 3I + heads   (two norms' inputs and outputs, q k v and the attention output,
-        its log-sum-exp, gate, up and SiLU(gate) x up: 8,459 numbers on SmolLM2)
+        2H + 2q + 2kv + 2I + heads   (two norms' inputs, q k v and the attention output, its
+        log-sum-exp, gate and up: 5,769 numbers on SmolLM2; the norms' outputs and SiLU(gate) x up
+        are rebuilt in the backward, reinforge.learner.rebuilt_activations). The layer that
+        activation checkpointing recomputes, and a sharded learner's layers, keep those too:
+        4H + 2q + 2kv + 3I + heads (8,457 on SmolLM2).
     torch's ops (a GPU, bf16 autocast, several threads, algo.packed_kernels=torch):
         6H + 4I per token (transformers' RMSNorm keeps x, x * rsqrt and the output; SiLU its input
         and output), and SDPA's q, its output and log-sum-exp (2q + heads) per query slot and k, v
@@ -207,12 +210,14 @@ def expected_groups(rows: int, groups: int, picked: int) -> float:
     return groups * (1 - miss)
 
 
-def layer_floats(shape: ModelShape, native: bool) -> int:
+def layer_floats(shape: ModelShape, native: bool, rebuilt: bool = False) -> int:
     """Saved numbers per token of one decoder layer's forward when every row computes its own
-    tokens (no shared prompt, so the attention's padded layout holds the same tokens)."""
+    tokens (no shared prompt, so the attention's padded layout holds the same tokens). `rebuilt`:
+    the C kernels' update forward rebuilds the norms' outputs and SiLU(gate) x up in the backward
+    (reinforge.learner.rebuilt_activations) instead of keeping them."""
     h, q, kv, i = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.intermediate
     if native:
-        return 4 * h + 2 * q + 2 * kv + 3 * i + shape.heads
+        return (2 * h + 2 * q + 2 * kv + 2 * i + shape.heads) if rebuilt else (4 * h + 2 * q + 2 * kv + 3 * i + shape.heads)
     return 6 * h + 2 * q + 2 * kv + 4 * i + shape.heads
 
 
@@ -275,11 +280,11 @@ def micro_batch(cfg: Config, sizes: StepSizes, shape: ModelShape) -> MicroBatch:
     return MicroBatch(rows, groups, tokens, sizes.row_tokens, sizes.prompt, math.ceil(mini_rows / rows), packed)
 
 
-def layer_bytes(cfg: Config, shape: ModelShape, micro: MicroBatch, native: bool, act_bytes: int) -> int:
+def layer_bytes(cfg: Config, shape: ModelShape, micro: MicroBatch, native: bool, act_bytes: int, rebuilt: bool = False) -> int:
     """Bytes one decoder layer saves for the backward over `micro` (see the module docstring)."""
     h, q, kv, i, heads = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.intermediate, shape.heads
     if native:  # the C kernels read the packed tokens where they are: no padded layout
-        return micro.tokens * layer_floats(shape, native=True) * act_bytes
+        return micro.tokens * layer_floats(shape, native=True, rebuilt=rebuilt) * act_bytes
     q_slots, k_slots, pairs = micro.attention_slots()
     scores = sdpa_materializes_scores(cfg, shape)
     per_key = 2 * q if scores else 2 * kv  # k and v, repeated to every query head by the math backend
@@ -364,13 +369,13 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
     per_layer = layer_bytes(cfg, shape, micro, native, act_bytes)
     outside_layers = tokens * 4 * shape.hidden * 4  # the embedding, the final norm and the hidden states the log-probs read
     fragmentation = 0
-    if a.activation_checkpointing:
+    if a.activation_checkpointing:  # the layer rebuilt at a time keeps everything (no rebuilt norms under checkpoint)
         activations = tokens * shape.layers * shape.hidden * 4 + per_layer + outside_layers
         notes["activations"] = f"checkpointed: {shape.layers} layer inputs + one layer, {tokens:,} tokens per micro-batch"
         if not on_gpu:  # glibc's heap: see the module docstring, 'Checkpointing on a CPU'
             fragmentation = min((shape.layers - 1) * per_layer, shape.layers * per_layer + outside_layers - activations)
     else:
-        activations = shape.layers * per_layer + outside_layers
+        activations = shape.layers * layer_bytes(cfg, shape, micro, native, act_bytes, rebuilt=True) + outside_layers
         notes["activations"] = f"{shape.layers} layers x {tokens:,} tokens per micro-batch"
     update = {"activations": activations, "log-prob chunks": logprob_chunk_bytes(cfg, shape, tokens, backward=True)}
     if fragmentation:
