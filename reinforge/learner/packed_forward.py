@@ -11,7 +11,9 @@ are gathered from the tokens that computed them, and only the outputs of the tok
 that row are used; rows that share a long prefix with an earlier row (a group's other G - 1)
 attend with queries from where they diverge only. With the C kernels (`algo.packed_kernels`,
 reinforge.kernels) attention reads the packed tokens through each row's slot map (`RowPlan`),
-and RMSNorm, rotary and SiLU x up are one pass each, forward and backward. Shared tokens get the gradient of every row that uses them, as in the padded
+and RMSNorm, rotary and SiLU x up are one pass each, forward and backward; in the update the
+norms' outputs and SiLU x up are then rebuilt in the backward rather than kept
+(reinforge.learner.rebuilt_activations). Shared tokens get the gradient of every row that uses them, as in the padded
 forward. Measured (benchmarks/packed_forward.py, micro model, 8 x 8 rows): update 1.08x faster
 on the 64-token fixed-length batch of benchmarks/vs_trl.py, 1.75-1.82x with completion lengths of
 1-128 tokens, 4.0-4.4x with 256-token prompts.
