@@ -100,12 +100,11 @@ fresh process, peak RSS; rows x samples x forced new tokens, chat prompts of 36 
     SmolLM2-135M-Instruct  4x4x64, KL 0.04               predicted 3.63 GiB, measured 3.81 (-4.6%)
                            8x4x128                        predicted 5.23 GiB, measured 5.85 (-10.6%)
                            4x4x128, checkpointing         predicted 4.46 GiB, measured 3.80 (+17.5%)
-                           4x4x128, LoRA r=8, KL 0.04     predicted 3.98 GiB, measured 3.79-4.19 over
-                                                          four processes (-4.9% to +5.0%)
+                           4x4x128, LoRA r=8, KL 0.04     predicted 3.32 GiB, measured 3.70 (-10.3%)
     small preset (25M)     8x4x64                         predicted 1.45 GiB, measured 1.44 (+1.1%)
 (Before the engine released its weight copy for the update, 2026-11-28, the SmolLM2 steps peaked 0.5 GiB higher.
-The first two rows are from after the update began rebuilding the norms' outputs and SiLU(gate) x up, load 11-12;
-before that they were 3.99 / 4.05 and 6.55 / 7.03 GiB: the measured peak fell by less than the saved tensors, as
+The first two and the LoRA row are from after the update began rebuilding the norms' outputs and SiLU(gate) x up,
+load 11-12; before that they were 3.99 / 4.05, 6.55 / 7.03 and 3.98 / 3.79-4.19 GiB: the measured peak fell by less than the saved tensors, as
 glibc's heap reuses the freed blocks only in part. The other rows predate it.)
 On an H200 (SmolLM2's shape, random weights, 16x8x256 with prompts of 40 tokens; peak
 torch.cuda.max_memory_reserved): KL 0.04 predicted 32.35 GiB, measured 35.44 (-8.7%; 31.90 allocated);
