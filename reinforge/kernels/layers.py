@@ -75,15 +75,36 @@ def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return _Rotary.apply(x, cos.contiguous(), sin.contiguous())
 
 
+def rms_norm_values(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """`rms_norm`'s output without autograd: the same kernel on the same numbers, so the same bits
+    (what reinforge.learner.rebuilt_activations rebuilds in the backward instead of keeping it)."""
+    return _rms_norm_forward(x.contiguous(), weight.contiguous(), eps)[0]
+
+
+def swiglu_values(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """`swiglu`'s output without autograd (same kernel, same bits); gate and up of one shape."""
+    gate, up = gate.contiguous(), up.contiguous()
+    y = torch.empty_like(gate)
+    cols = gate.shape[-1]
+    _call("swiglu_forward", gate.data_ptr(), up.data_ptr(), cols, y.data_ptr(), gate.numel() // cols, cols)
+    return y
+
+
+def _rms_norm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """y and the per-row 1 / rms of contiguous x [..., H]."""
+    hidden = x.shape[-1]
+    rows = x.numel() // hidden
+    y = torch.empty_like(x)
+    inv_rms = x.new_empty(rows)
+    _call("rms_norm_forward", x.data_ptr(), weight.data_ptr(), y.data_ptr(), inv_rms.data_ptr(), rows, hidden, eps)
+    return y, inv_rms
+
+
 class _RMSNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, eps: float):
         x, weight = x.contiguous(), weight.contiguous()
-        hidden = x.shape[-1]
-        rows = x.numel() // hidden
-        y = torch.empty_like(x)
-        inv_rms = x.new_empty(rows)
-        _call("rms_norm_forward", x.data_ptr(), weight.data_ptr(), y.data_ptr(), inv_rms.data_ptr(), rows, hidden, eps)
+        y, inv_rms = _rms_norm_forward(x, weight, eps)
         ctx.save_for_backward(x, weight, inv_rms)
         return y
 
@@ -101,11 +122,8 @@ class _SwiGLU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, gate, up):
         gate, up = gate.contiguous(), up.contiguous()
-        y = torch.empty_like(gate)
-        cols = gate.shape[-1]
-        _call("swiglu_forward", gate.data_ptr(), up.data_ptr(), cols, y.data_ptr(), gate.numel() // cols, cols)
         ctx.save_for_backward(gate, up)
-        return y
+        return swiglu_values(gate, up)
 
     @staticmethod
     def backward(ctx, dy):

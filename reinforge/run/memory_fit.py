@@ -40,8 +40,11 @@ Activations (per layer; H hidden, q = heads x head_dim, kv = kv_heads x head_dim
 the tensors autograd saves, counted with saved_tensors_hooks (tests/run/test_memory_fit.py checks
 the counts on a small model):
     C kernels (algo.packed_kernels auto on a 1-thread CPU float32 run), per token:
-        4H + 2q + 2kv + 3I + heads   (two norms' inputs and outputs, q k v and the attention output,
-        its log-sum-exp, gate, up and SiLU(gate) x up: 8,459 numbers on SmolLM2)
+        2H + 2q + 2kv + 2I + heads   (two norms' inputs, q k v and the attention output, its
+        log-sum-exp, gate and up: 5,769 numbers on SmolLM2; the norms' outputs and SiLU(gate) x up
+        are rebuilt in the backward, reinforge.learner.rebuilt_activations). The layer that
+        activation checkpointing recomputes, and a sharded learner's layers, keep those too:
+        4H + 2q + 2kv + 3I + heads (8,457 on SmolLM2).
     torch's ops (a GPU, bf16 autocast, several threads, algo.packed_kernels=torch):
         6H + 4I per token (transformers' RMSNorm keeps x, x * rsqrt and the output; SiLU its input
         and output), and SDPA's q, its output and log-sum-exp (2q + heads) per query slot and k, v
@@ -94,13 +97,15 @@ env.max_episode_tokens when set.
 Measured against this prediction (tests/run/test_memory_fit_accuracy.py: one steady-state step in a
 fresh process, peak RSS; rows x samples x forced new tokens, chat prompts of 36 tokens; 2-core CPU,
 1 thread, retain_freed_memory on):
-    SmolLM2-135M-Instruct  4x4x64, KL 0.04               predicted 3.99 GiB, measured 4.05 (-1.5%)
-                           8x4x128                        predicted 6.55 GiB, measured 7.03 (-6.8%)
+    SmolLM2-135M-Instruct  4x4x64, KL 0.04               predicted 3.63 GiB, measured 3.81 (-4.6%)
+                           8x4x128                        predicted 5.23 GiB, measured 5.85 (-10.6%)
                            4x4x128, checkpointing         predicted 4.46 GiB, measured 3.80 (+17.5%)
-                           4x4x128, LoRA r=8, KL 0.04     predicted 3.98 GiB, measured 3.79-4.19 over
-                                                          four processes (-4.9% to +5.0%)
+                           4x4x128, LoRA r=8, KL 0.04     predicted 3.32 GiB, measured 3.70 (-10.3%)
     small preset (25M)     8x4x64                         predicted 1.45 GiB, measured 1.44 (+1.1%)
-(Before the engine released its weight copy for the update, 2026-11-28, the SmolLM2 steps peaked 0.5 GiB higher.)
+(Before the engine released its weight copy for the update, 2026-11-28, the SmolLM2 steps peaked 0.5 GiB higher.
+The first two and the LoRA row are from after the update began rebuilding the norms' outputs and SiLU(gate) x up,
+load 11-12; before that they were 3.99 / 4.05, 6.55 / 7.03 and 3.98 / 3.79-4.19 GiB: the measured peak fell by less than the saved tensors, as
+glibc's heap reuses the freed blocks only in part. The other rows predate it.)
 On an H200 (SmolLM2's shape, random weights, 16x8x256 with prompts of 40 tokens; peak
 torch.cuda.max_memory_reserved): KL 0.04 predicted 32.35 GiB, measured 35.44 (-8.7%; 31.90 allocated);
 checkpointing with an 8,192-token budget predicted 4.26 GiB, measured 5.01 (-15.1%; 4.14 allocated:
@@ -207,12 +212,14 @@ def expected_groups(rows: int, groups: int, picked: int) -> float:
     return groups * (1 - miss)
 
 
-def layer_floats(shape: ModelShape, native: bool) -> int:
+def layer_floats(shape: ModelShape, native: bool, rebuilt: bool = False) -> int:
     """Saved numbers per token of one decoder layer's forward when every row computes its own
-    tokens (no shared prompt, so the attention's padded layout holds the same tokens)."""
+    tokens (no shared prompt, so the attention's padded layout holds the same tokens). `rebuilt`:
+    the C kernels' update forward rebuilds the norms' outputs and SiLU(gate) x up in the backward
+    (reinforge.learner.rebuilt_activations) instead of keeping them."""
     h, q, kv, i = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.intermediate
     if native:
-        return 4 * h + 2 * q + 2 * kv + 3 * i + shape.heads
+        return (2 * h + 2 * q + 2 * kv + 2 * i + shape.heads) if rebuilt else (4 * h + 2 * q + 2 * kv + 3 * i + shape.heads)
     return 6 * h + 2 * q + 2 * kv + 4 * i + shape.heads
 
 
@@ -275,11 +282,11 @@ def micro_batch(cfg: Config, sizes: StepSizes, shape: ModelShape) -> MicroBatch:
     return MicroBatch(rows, groups, tokens, sizes.row_tokens, sizes.prompt, math.ceil(mini_rows / rows), packed)
 
 
-def layer_bytes(cfg: Config, shape: ModelShape, micro: MicroBatch, native: bool, act_bytes: int) -> int:
+def layer_bytes(cfg: Config, shape: ModelShape, micro: MicroBatch, native: bool, act_bytes: int, rebuilt: bool = False) -> int:
     """Bytes one decoder layer saves for the backward over `micro` (see the module docstring)."""
     h, q, kv, i, heads = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.intermediate, shape.heads
     if native:  # the C kernels read the packed tokens where they are: no padded layout
-        return micro.tokens * layer_floats(shape, native=True) * act_bytes
+        return micro.tokens * layer_floats(shape, native=True, rebuilt=rebuilt) * act_bytes
     q_slots, k_slots, pairs = micro.attention_slots()
     scores = sdpa_materializes_scores(cfg, shape)
     per_key = 2 * q if scores else 2 * kv  # k and v, repeated to every query head by the math backend
@@ -366,13 +373,13 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
     per_layer = layer_bytes(cfg, shape, micro, native, act_bytes)
     outside_layers = tokens * 4 * shape.hidden * 4  # the embedding, the final norm and the hidden states the log-probs read
     fragmentation = 0
-    if a.activation_checkpointing:
+    if a.activation_checkpointing:  # the layer rebuilt at a time keeps everything (no rebuilt norms under checkpoint)
         activations = tokens * shape.layers * shape.hidden * 4 + per_layer + outside_layers
         notes["activations"] = f"checkpointed: {shape.layers} layer inputs + one layer, {tokens:,} tokens per micro-batch"
         if not on_gpu:  # glibc's heap: see the module docstring, 'Checkpointing on a CPU'
             fragmentation = min((shape.layers - 1) * per_layer, shape.layers * per_layer + outside_layers - activations)
     else:
-        activations = shape.layers * per_layer + outside_layers
+        activations = shape.layers * layer_bytes(cfg, shape, micro, native, act_bytes, rebuilt=True) + outside_layers
         notes["activations"] = f"{shape.layers} layers x {tokens:,} tokens per micro-batch"
     update = {"activations": activations, "log-prob chunks": logprob_chunk_bytes(cfg, shape, tokens, backward=True)}
     if fragmentation:
