@@ -5,7 +5,8 @@ streamed from memory at every step (SmolLM2-135M: 538 MB of fp32 weights per ste
 any cache). torch's GEMM (MKL) lays a weight out anew at every call and waits on its memory: 32
 rows ran at 53-65 GFLOP/s on this project's machine. Here each matrix is stored once as
 contiguous 48-column panels, and the next panel is prefetched while the current one is
-multiplied: 90-100 GFLOP/s for the MLP and the LM head at 32 rows, 1.6-1.7x torch's
+multiplied: 1.2-1.6x torch's GFLOP/s for the MLP's gate|up and the LM head at 32 rows, about
+equal to it for the smaller matrices, and 1.1-1.2x on whole SmolLM2-135M rollouts
 (`python benchmarks/decode_gemm.py`; docs/real_model.md). It replaces the decoder's copy of each
 weight (no extra memory), and runs for prompt batches too, where it is on a par with torch's.
 
