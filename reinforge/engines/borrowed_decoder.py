@@ -29,6 +29,10 @@ class BorrowedLlamaDecoder(FusedLlamaDecoder):
             raise ValueError(f"a borrowing decoder samples in the model's dtype ({sorted(map(str, held))}), not {dtype}: it would need a copy")
         super().__init__(model, dtype, decode_kernels)
 
+    def _take_weights(self, model) -> None:
+        self.panel_gemm = False  # panels (reinforge.kernels.decode_gemm) would be a copy of the weights
+        super()._take_weights(model)
+
     def _vector(self, t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else t.detach()
 

@@ -14,7 +14,8 @@ tokens; a shared token's keys and values are copied), a float mask built once. O
 float32 (`engine.decode_kernels`) a step's attention, RMSNorm, rotary and SwiGLU run in C
 (reinforge.kernels: torch's fixed cost per op and, in SDPA, per row and head, is most of their
 time at these sizes; the same math to float rounding), elsewhere in torch's ops and
-`scaled_dot_product_attention`. A long prompt that a group's rows share is cached once and read
+`scaled_dot_product_attention`; there a model too large to stay in cache also multiplies weights
+laid out once in prefetched column panels (reinforge.kernels.decode_gemm), not through torch's GEMM. A long prompt that a group's rows share is cached once and read
 once per group (`prefill_shared`, `shared_prompt_attention`: batched matmuls, which
 pay there, at float rounding).
 `benchmarks/rollout_throughput.py` measures the engine against `generate`.
@@ -31,7 +32,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel
 
 from reinforge.engines.shared_prefixes import first_rows_with_prefix
-from reinforge.kernels import choice, decode_attention, layers
+from reinforge.kernels import choice, decode_attention, decode_gemm, layers
 
 logger = logging.getLogger(__name__)
 
@@ -179,6 +180,15 @@ class FusedLlamaDecoder:
         self.decode_kernels = decode_kernels
         on_cpu = next(model.parameters()).device.type == "cpu"
         self.native = on_cpu and dtype == torch.float32 and choice.wanted(decode_kernels, "engine.decode_kernels", KERNEL_SOURCES)
+        # A model too large to stay in cache multiplies its weights laid out in panels
+        # (reinforge.kernels.decode_gemm); a small one keeps torch's GEMM and its exact rounding.
+        weight_bytes = sum(p.numel() for p in model.parameters()) * torch.empty((), dtype=dtype).element_size()
+        self.panel_gemm = (
+            self.native
+            and choice.usable(torch.empty(0, dtype=dtype), decode_kernels)
+            and weight_bytes >= decode_gemm.MIN_STREAMED_BYTES
+            and decode_gemm.available()
+        )
         self.heads = config.num_attention_heads
         self.kv_heads = getattr(config, "num_key_value_heads", None) or self.heads
         self.head_dim = model.model.layers[0].self_attn.head_dim
@@ -203,7 +213,9 @@ class FusedLlamaDecoder:
     def _vector(self, t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else t.detach().to(self.dtype, copy=True)
 
-    def _matrix(self, t: torch.Tensor) -> torch.Tensor:
+    def _matrix(self, t: torch.Tensor) -> torch.Tensor | decode_gemm.PanelMatrix:
+        if self.panel_gemm:
+            return decode_gemm.PanelMatrix(t.detach().to(self.dtype))
         # A copy laid out [in, out] and viewed back as [out, in]: F.linear then multiplies by a
         # contiguous [in, out] matrix, which the CPU GEMM takes without re-packing a transposed
         # one at every decode step (a 64-row step's matmuls 1.1-1.5x faster on their own).
@@ -244,6 +256,19 @@ class FusedLlamaDecoder:
         # SmolLM2 the second copy would be 113 MB).
         self.tied = embed.data_ptr() == model.lm_head.weight.data_ptr() and embed.shape == model.lm_head.weight.shape
         self.embed = self.lm_head if self.tied else self._vector(embed)
+        if self.panel_gemm:  # a decode step's order of matmuls: each prefetches the next one's first panel
+            decode_gemm.chain([m for layer in self.layers for m in (layer.qkv_weight, layer.o_weight, layer.gate_up_weight, layer.down_weight)] + [self.lm_head])
+
+    def _embedding(self, ids: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.embed, decode_gemm.PanelMatrix):  # a tied LM head in panels
+            return self.embed.rows(ids)
+        return F.embedding(ids, self.embed)
+
+    @staticmethod
+    def _linear(x: torch.Tensor, weight, bias: torch.Tensor | None) -> torch.Tensor:
+        if isinstance(weight, decode_gemm.PanelMatrix):
+            return decode_gemm.linear(x, weight, bias)
+        return joined_linear(x, weight, bias)
 
     def _rms_norm(self, x: torch.Tensor, weight: torch.Tensor, native: bool = False) -> torch.Tensor:
         if native:  # CPU float32 (`usable`), contiguous: embeddings, residual sums
@@ -275,12 +300,12 @@ class FusedLlamaDecoder:
         q_size, kv_size = heads * head_dim, kv_heads * head_dim
         start = state.length
         end = start + (1 if prompt is None else prompt.mask.shape[-1])
-        hidden = F.embedding(ids, self.embed)
+        hidden = self._embedding(ids)
         cos, sin = self._rope(positions, state)
         native = self.native and choice.usable(hidden, self.decode_kernels)
         for i, layer in enumerate(self.layers):
             x = self._rms_norm(hidden, layer.input_norm, native)
-            qkv = joined_linear(x, layer.qkv_weight, layer.qkv_bias)
+            qkv = self._linear(x, layer.qkv_weight, layer.qkv_bias)
             # q and k rotated together: [N, heads + kv_heads, head_dim]
             if native:
                 qk = layers.rotary_rows(qkv, heads + kv_heads, head_dim, cos, sin)
@@ -289,15 +314,15 @@ class FusedLlamaDecoder:
             q, k = qk[:, :heads], qk[:, heads:]
             v = qkv[:, q_size + kv_size :].view(-1, kv_heads, head_dim)
             attn = self._attention(i, q, k, v, state, prompt, start, end, native)  # [N, heads, head_dim]
-            hidden = hidden + F.linear(attn.reshape(-1, q_size), layer.o_weight, layer.o_bias)
+            hidden = hidden + self._linear(attn.reshape(-1, q_size), layer.o_weight, layer.o_bias)
             x = self._rms_norm(hidden, layer.post_norm, native)
-            gate_up = joined_linear(x, layer.gate_up_weight, layer.gate_up_bias)
+            gate_up = self._linear(x, layer.gate_up_weight, layer.gate_up_bias)
             if native:
                 activated = layers.swiglu_halves(gate_up)
             else:
                 gate, up = gate_up.chunk(2, dim=-1)
                 activated = F.silu(gate).mul_(up)
-            hidden = hidden + F.linear(activated, layer.down_weight, layer.down_bias)
+            hidden = hidden + self._linear(activated, layer.down_weight, layer.down_bias)
         state.length = end
         return hidden if prompt is None else hidden[prompt.last]
 
@@ -337,7 +362,7 @@ class FusedLlamaDecoder:
 
     def _logits(self, last_hidden: torch.Tensor) -> torch.Tensor:
         native = self.native and choice.usable(last_hidden, self.decode_kernels)
-        return F.linear(self._rms_norm(last_hidden.contiguous(), self.final_norm, native), self.lm_head).float()
+        return self._linear(self._rms_norm(last_hidden.contiguous(), self.final_norm, native), self.lm_head, None).float()
 
     def prefill(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int) -> tuple[torch.Tensor, DecodeState]:
         """Left-padded prompts [B, P] -> next-token logits [B, V] and a cache with room for the
