@@ -441,7 +441,7 @@ class Config(Section):
     rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Sampling of trajectories.")
     engine: EngineConfig = Field(default_factory=EngineConfig, description="The sampling engine (torch or vllm).")
     env: EnvConfig = Field(default_factory=EnvConfig, description="The environment: single-turn, or multi-turn with tools.")
-    algo: AlgoConfig = Field(default_factory=AlgoConfig, description="The RL method: advantages, losses, optimizer. The policy runs with dropout off (eval mode) while it samples, is scored and is updated, so the first update's ratio is exactly 1; supervised warm-up keeps the model's dropout.")
+    algo: AlgoConfig = Field(default_factory=AlgoConfig, description="The RL method: advantages, losses, optimizer. The policy runs with dropout off (eval mode) while it samples, is scored and is updated, so the first update's ratio is 1 up to the engine's float rounding; supervised warm-up keeps the model's dropout.")
     critic: CriticConfig = Field(default_factory=CriticConfig, description="Learned value function (gae).")
     prompt_value: PromptValueConfig = Field(default_factory=PromptValueConfig, description="Prompt-value model: predicted pass rates pick prompts (PCL, DUMP) and set baselines (v05_prior).")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Reward functions and their limits.")
