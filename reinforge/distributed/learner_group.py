@@ -92,6 +92,8 @@ class FollowerSpec:
     # workers.fsdp_precision (resolved: fp32 / bf16) and workers.fsdp_offload (reinforge.distributed.fsdp_policies)
     fsdp_precision: str = "fp32"
     fsdp_offload: bool = False
+    # A sharded group's critics (critic.enabled), by critic_key: reinforge.distributed.sharded_critic
+    critics: dict = dataclasses.field(default_factory=dict)
 
     @property
     def learner_options(self) -> dict:
@@ -293,6 +295,8 @@ def prepare_follower(spec: FollowerSpec, device: str) -> tuple[dict, dict] | str
         models[name] = AutoModelForCausalLM.from_config(config).to(device)  # weights come from rank 0
         if spec.lora is not None:
             models[name] = apply_lora(models[name], spec.lora, seed=spec.lora_seed)
+    for key, critic in spec.critics.items():  # after the policies, as rank 0 builds them (LearnerGroup.shard_critics)
+        models[key], loss_fns[key] = critic.build_model(device), None
     return models, loss_fns
 
 
@@ -307,7 +311,12 @@ def run_follower(
         # In the driver's order: each learner's construction broadcasts rank 0's weights of that policy.
         kind = ShardedPolicyLearner if spec.sharding == "fsdp" else DataParallelPolicyLearner
         for name, model in models.items():
-            learners[name] = kind(model, **spec.learner_kwargs, **spec.learner_options)
+            if name in spec.critics:  # reinforge.distributed.sharded_critic
+                from reinforge.distributed.sharded_critic import FollowerCritic
+
+                learners[name] = FollowerCritic(model, **spec.learner_options, **spec.critics[name].options)
+            else:
+                learners[name] = kind(model, **spec.learner_kwargs, **spec.learner_options)
         return serve_follower(learners, loss_fns)
     finally:
         learners.clear()  # their device meshes hold the group (reinforge.distributed.teardown)
@@ -346,6 +355,7 @@ class LearnerGroup:
         self.spec = spec
         self.closed = False
         self.followers: list = []
+        self.critics: dict = {}  # a sharded group's critics by policy name (`shard_critics`)
         try:
             host, port = self._start_followers(world_size)
             self._await_followers()
@@ -423,6 +433,16 @@ class LearnerGroup:
         ranks = ", ".join(f"rank {rank} (exit code {code})" for rank, code in dead)
         return RuntimeError(f"data-parallel learner {ranks} died; the learner group stopped: {err}")
 
+    def shard_critics(self, critics: dict) -> dict:
+        """Rank 0's side of the followers' critics (FollowerSpec.critics): each policy's critic
+        (name -> CriticLearner or None) sharded over the group; the sharded ones by policy name."""
+        from reinforge.distributed.sharded_critic import shard_critics
+
+        self.critics = shard_critics(critics, self.spec.learner_options)
+        for critic in self.critics.values():
+            critic.follower_failure = self.follower_failure
+        return self.critics
+
     def write_shards(self, checkpoint: Path) -> None:
         """A sharded group's part of a checkpoint being written in `checkpoint`: every rank's shards of
         every policy, in its `sharded/` (nothing for full replicas: rank 0's state is the whole)."""
@@ -430,7 +450,7 @@ class LearnerGroup:
             return
         directory = checkpoint / SHARDED_DIR
         dist.broadcast_object_list([(SAVE_SHARDS, None, None, directory)], src=0)
-        save_shards(sharded_parts(self.learners), directory)
+        save_shards({**sharded_parts(self.learners), **sharded_parts({c.name: c for c in self.critics.values()})}, directory)
 
     @property
     def learner(self) -> DriverLearner:
@@ -449,6 +469,6 @@ class LearnerGroup:
             self._join_followers(30)
         finally:
             self._kill()
-            for learner in self.learners.values():
+            for learner in [*self.learners.values(), *self.critics.values()]:
                 learner.release()
             leave_process_group()  # and its sockets: this process lives on after the group
