@@ -1,12 +1,14 @@
 """A critic sharded over 2 FSDP2 gloo ranks (workers.sharding=fsdp, critic.enabled): every update is
 the one a single-process CriticLearner makes on the whole mini-batch from the same state (the
 float32 bounds of tests/float_bounds.py, step by step as tests/teacher_forcing.py does), for the
-clipped MSE value loss and HL-Gauss's bins; each rank holds about half the critic's weights."""
+clipped MSE value loss and HL-Gauss's bins; each rank holds about half the critic's weights; and
+the ranks' checkpoint shards load, resharded, into one unsharded critic."""
 
 from __future__ import annotations
 
 import copy
 import math
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -17,7 +19,9 @@ from deadlines import PROCESS_START_S
 from float_bounds import EPS32, SLACK, adam_step_bound, assert_within, forward_bound, gradient_bound, network_sizes
 from gathered_state import full_optimizer_state
 from reinforge.distributed.ddp import free_port, init_distributed, shard_rows
-from reinforge.distributed.sharded_critic import ShardedCriticLearner
+from reinforge.distributed.sharded_checkpoint import load_shards, save_shards, sharded_entry
+from reinforge.distributed.sharded_critic import ShardedCriticLearner, critic_key
+from reinforge.runtime.checkpoint import PART
 from reinforge.learner.critic_learner import CriticLearner
 from reinforge.models.value_model import ValueModel
 from teacher_forcing import StepOutcome, grad_norm_bound
@@ -55,7 +59,7 @@ def full(tensor: torch.Tensor) -> torch.Tensor:
     return (tensor.full_tensor() if isinstance(tensor, DTensor) else tensor).detach().clone()
 
 
-def train_sharded(rank: int, world_size: int) -> dict:
+def train_sharded(rank: int, world_size: int, shards: str) -> dict:
     torch.set_num_threads(1)
     tokenizer = make_tokenizer()
     batch = critic_batch(tokenizer)
@@ -72,26 +76,28 @@ def train_sharded(rank: int, world_size: int) -> dict:
             params = dict(critic.model.named_parameters())
             steps.append((before, {k: full(p.grad) for k, p in params.items()}, {k: full(p) for k, p in params.items()}, metrics))
         out[loss] = steps
+        out[loss + "/after"] = ({k: full(v) for k, v in critic.model.state_dict().items()}, full_optimizer_state(critic.optimizer))
+        save_shards({critic_key(loss): (critic.model, critic.optimizer)}, Path(shards) / loss)  # every rank its own shards
         local = sum(p.to_local().numel() for p in critic.model.parameters())
         out[loss + "/local_share"] = local / sum(p.numel() for p in critic.model.parameters())
     return out
 
 
-def rank_main(rank: int, world_size: int, port: int) -> dict:
+def rank_main(rank: int, world_size: int, port: int, shards: str) -> dict:
     init_distributed(rank, world_size, port, backend="gloo", timeout_s=PROCESS_START_S)
     try:
-        return train_sharded(rank, world_size)
+        return train_sharded(rank, world_size, shards)
     finally:
         dist.destroy_process_group()
 
 
-def child_main(index: int, world_size: int, port: int) -> None:
-    rank_main(index + 1, world_size, port)
+def child_main(index: int, world_size: int, port: int, shards: str) -> None:
+    rank_main(index + 1, world_size, port, shards)
 
 
-def rank_0_main(index: int, world_size: int, port: int, path: str) -> None:
+def rank_0_main(index: int, world_size: int, port: int, shards: str, path: str) -> None:
     """Rank 0 in a process of its own (a process that ran FSDP2 keeps a gloo socket listening)."""
-    torch.save(rank_main(0, world_size, port), path)
+    torch.save(rank_main(0, world_size, port, shards), path)
 
 
 @torch.no_grad()
@@ -147,8 +153,9 @@ def assert_same_step(reference: CriticLearner, batch, before, grads, weights, me
 
 def test_two_sharded_critic_ranks_match_one_process(tmp_path) -> None:
     port = free_port()
-    child = mp.spawn(child_main, args=(2, port), nprocs=1, join=False)
-    rank_0 = mp.spawn(rank_0_main, args=(2, port, str(tmp_path / "rank0.pt")), nprocs=1, join=False)
+    shards = tmp_path / "shards"
+    child = mp.spawn(child_main, args=(2, port, str(shards)), nprocs=1, join=False)
+    rank_0 = mp.spawn(rank_0_main, args=(2, port, str(shards), str(tmp_path / "rank0.pt")), nprocs=1, join=False)
     try:
         assert rank_0.join(timeout=PROCESS_START_S), "rank 0 did not finish"
         assert child.join(timeout=PROCESS_START_S), "rank 1 did not finish"
@@ -171,3 +178,12 @@ def test_two_sharded_critic_ranks_match_one_process(tmp_path) -> None:
         moved = max((steps[-1][2][k] - initial[k]).abs().max().item() for k in steps[-1][2])
         assert moved > LR / 2, "the critic trained"
         assert 0.4 < sharded[loss + "/local_share"] <= 0.6  # rank 0's shard: dim-0 halves (odd sizes round up)
+        # The 2 ranks' checkpoint shards, resharded into one unsharded critic (workers.sharding=none
+        # or workers.learners=1 resuming): exactly the weights and AdamW moments they held.
+        alone = CriticLearner(value_model(tokenizer, loss), **critic_options(loss))
+        load_shards(alone.model, alone.optimizer, sharded_entry(critic_key(loss), 2) | {PART: shards / loss}, alone=True)
+        weights, optimizer = sharded[loss + "/after"]
+        assert all(torch.equal(alone.model.state_dict()[k], v) for k, v in weights.items())
+        loaded = alone.optimizer.state_dict()["state"]
+        assert loaded.keys() == optimizer["state"].keys()
+        assert all(torch.equal(loaded[i][k], v) for i, entry in optimizer["state"].items() for k, v in entry.items())
