@@ -39,7 +39,7 @@ class CriticLearner:
         elif value_model.num_bins is not None:
             raise ValueError(f"value loss {loss!r} trains a scalar head; build the ValueModel with num_bins=None")
         self.model = value_model
-        # What built this learner: a sharded critic builds its ranks' learners the same way (reinforge.distributed.sharded_critic).
+        # What built this learner: a sharded critic builds its ranks' learners the same way (reinforge.distributed.critic_group).
         self.options = dict(
             lr=lr, max_grad_norm=max_grad_norm, micro_batch_size=micro_batch_size, loss=loss, clip_eps=clip_eps, support=support,
             sigma=sigma, max_tokens_per_microbatch=max_tokens_per_microbatch,

@@ -255,8 +255,8 @@ def build_engine(cfg: Config, model, pad_token_id: int):
 
 def build_learners(cfg: Config, models: dict, env, critics: dict | None = None) -> tuple[dict[str, PolicyLearner], object]:
     """Each policy's learner, and the data-parallel group behind them when workers.learners > 1
-    (else None): one group for the run, whose ranks hold a learner per policy. A sharded group
-    shards the policies' `critics` (name -> CriticLearner or None) too: `group.critics`."""
+    (else None): one group for the run, whose ranks hold a learner per policy, and one per
+    policy's critic (`critics`: name -> CriticLearner or None; the group's: `group.critics`)."""
     a = cfg.algo
     kwargs = dict(
         lr=a.lr, weight_decay=a.weight_decay, max_grad_norm=a.max_grad_norm, micro_batch_size=a.micro_batch_size,
@@ -270,9 +270,9 @@ def build_learners(cfg: Config, models: dict, env, critics: dict | None = None) 
         return {name: PolicyLearner(model, **kwargs) for name, model in models.items()}, None
     from reinforge.distributed.fsdp_policies import resolve_precision
     from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
-    from reinforge.distributed.sharded_critic import critic_specs
+    from reinforge.distributed.critic_group import critic_specs
 
-    critics = (critics or {}) if cfg.workers.sharding == "fsdp" else {}  # replicas: the critic trains on rank 0 alone
+    critics = critics or {}
 
     if cfg.workers.sharding == "fsdp":
         from reinforge.distributed.fsdp import decoder_layers
@@ -297,7 +297,7 @@ def build_learners(cfg: Config, models: dict, env, critics: dict | None = None) 
     else:
         group = LearnerGroup(cfg.workers.learners, spec, models)
     try:
-        group.shard_critics(critics)  # the followers build theirs right after their policies
+        group.add_critics(critics)  # the followers build theirs right after their policies
     except BaseException:
         group.close()
         raise
@@ -373,7 +373,7 @@ def build_policies(cfg: Config, models: dict, env, tokenizer, logger, found: Pat
         trained[name] = model
     learners, learner_group = build_learners(cfg, trained, env, critics)  # one data-parallel group serves every policy
     if learner_group is not None:
-        critics.update(learner_group.critics)  # sharded with the policy (workers.sharding=fsdp)
+        critics.update(learner_group.critics)  # data-parallel (and sharded) as the policy
     policies: dict[str, Policy] = {}
     try:
         for i, (name, model) in enumerate(trained.items()):

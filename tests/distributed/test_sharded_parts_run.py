@@ -61,7 +61,7 @@ def elements_by_rank(directory: Path, prefix: str) -> dict[str, int]:
 
 @pytest.mark.slow  # whole sharded runs (~50 s each); .ci/run runs tests/distributed -m slow
 def test_a_sharded_run_with_a_critic_trains_it_and_resumes_exactly(tmp_path: Path) -> None:
-    """The policy and the critic are sharded over the 2 ranks (reinforge.distributed.sharded_critic):
+    """The policy and the critic are sharded over the 2 ranks (reinforge.distributed.critic_group):
     the critic trains every step, each rank wrote half of its weights and AdamW moments into the
     checkpoint's shards (rank 1's moved: it stepped its half), and a resumed run is the same run."""
     full = tmp_path / "full"

@@ -1,13 +1,15 @@
-"""A critic sharded over 2 FSDP2 gloo ranks (workers.sharding=fsdp, critic.enabled): every update is
-the one a single-process CriticLearner makes on the whole mini-batch from the same state (the
-float32 bounds of tests/float_bounds.py, step by step as tests/teacher_forcing.py does), for the
-clipped MSE value loss and HL-Gauss's bins; each rank holds about half the critic's weights; and
-the ranks' checkpoint shards load, resharded, into one unsharded critic."""
+"""A critic trained by 2 gloo ranks (critic.enabled, workers.learners=2), sharded by FSDP2
+(workers.sharding=fsdp) or replicated (none): every update is the one a single-process
+CriticLearner makes on the whole mini-batch from the same state (the float32 bounds of
+tests/float_bounds.py, step by step as tests/teacher_forcing.py does), for the clipped MSE value
+loss and HL-Gauss's bins; a sharded rank holds about half the critic's weights; and the ranks'
+checkpoint shards load, resharded, into one unsharded critic."""
 
 from __future__ import annotations
 
 import copy
 import math
+import types
 from pathlib import Path
 
 import torch
@@ -20,10 +22,13 @@ from float_bounds import EPS32, SLACK, adam_step_bound, assert_within, forward_b
 from gathered_state import full_optimizer_state
 from reinforge.distributed.ddp import free_port, init_distributed, shard_rows
 from reinforge.distributed.sharded_checkpoint import load_shards, save_shards, sharded_entry
-from reinforge.distributed.sharded_critic import ShardedCriticLearner, critic_key
+from reinforge.config import load_config
+from reinforge.distributed.critic_group import DataParallelCriticLearner, ReplicaDriverCritic, ShardedCriticLearner, critic_key
 from reinforge.runtime.checkpoint import PART
 from reinforge.learner.critic_learner import CriticLearner
+from reinforge.models.tiny_llama import build_tiny_llama
 from reinforge.models.value_model import ValueModel
+from reinforge.run import pipeline
 from teacher_forcing import StepOutcome, grad_norm_bound
 from test_ddp import LR, make_batch, make_tokenizer
 
@@ -33,6 +38,8 @@ LOSSES = {  # value loss -> (the ValueModel's bins, the learner's options)
     "hl_gauss": (11, dict(loss="hl_gauss", support=SUPPORT)),
 }
 STEPS = 2
+KINDS = {"fsdp": ShardedCriticLearner, "none": DataParallelCriticLearner}  # workers.sharding -> each rank's critic
+RUNS = [(kind, loss) for kind in KINDS for loss in LOSSES]
 
 
 def value_model(tokenizer, loss: str) -> ValueModel:
@@ -65,9 +72,9 @@ def train_sharded(rank: int, world_size: int, shards: str) -> dict:
     batch = critic_batch(tokenizer)
     shard = batch.select(shard_rows(len(batch), rank, world_size))
     out = {}
-    for loss in LOSSES:
-        critic = ShardedCriticLearner(value_model(tokenizer, loss), **critic_options(loss))
-        assert all(isinstance(p, DTensor) for p in critic.model.parameters())
+    for kind, loss in RUNS:
+        critic = KINDS[kind](value_model(tokenizer, loss), **critic_options(loss))
+        assert all(isinstance(p, DTensor) == (kind == "fsdp") for p in critic.model.parameters())
         steps = []
         for _ in range(STEPS):
             weights = {k: full(v) for k, v in critic.model.state_dict().items()}
@@ -75,11 +82,12 @@ def train_sharded(rank: int, world_size: int, shards: str) -> dict:
             metrics = critic.train_step(shard, shard.returns, shard.old_values)
             params = dict(critic.model.named_parameters())
             steps.append((before, {k: full(p.grad) for k, p in params.items()}, {k: full(p) for k, p in params.items()}, metrics))
-        out[loss] = steps
-        out[loss + "/after"] = ({k: full(v) for k, v in critic.model.state_dict().items()}, full_optimizer_state(critic.optimizer))
-        save_shards({critic_key(loss): (critic.model, critic.optimizer)}, Path(shards) / loss)  # every rank its own shards
-        local = sum(p.to_local().numel() for p in critic.model.parameters())
-        out[loss + "/local_share"] = local / sum(p.numel() for p in critic.model.parameters())
+        out[kind, loss] = steps
+        if kind == "fsdp":
+            out[loss + "/after"] = ({k: full(v) for k, v in critic.model.state_dict().items()}, full_optimizer_state(critic.optimizer))
+            save_shards({critic_key(loss): (critic.model, critic.optimizer)}, Path(shards) / loss)  # every rank its own shards
+            local = sum(p.to_local().numel() for p in critic.model.parameters())
+            out[loss + "/local_share"] = local / sum(p.numel() for p in critic.model.parameters())
     return out
 
 
@@ -151,7 +159,7 @@ def assert_same_step(reference: CriticLearner, batch, before, grads, weights, me
         assert abs(value - expected[key]) <= bounds[key], f"{what}: {key} {value} vs {expected[key]}, bound {bounds[key]:.3g}"
 
 
-def test_two_sharded_critic_ranks_match_one_process(tmp_path) -> None:
+def test_two_critic_ranks_sharded_or_replicated_match_one_process(tmp_path) -> None:
     port = free_port()
     shards = tmp_path / "shards"
     child = mp.spawn(child_main, args=(2, port, str(shards)), nprocs=1, join=False)
@@ -167,16 +175,18 @@ def test_two_sharded_critic_ranks_match_one_process(tmp_path) -> None:
     torch.set_num_threads(1)
     tokenizer = make_tokenizer()
     batch = critic_batch(tokenizer)
-    for loss in LOSSES:
+    for kind, loss in RUNS:
         initial = value_model(tokenizer, loss).state_dict()
-        steps = sharded[loss]
+        steps = sharded[kind, loss]
         assert all(torch.equal(steps[0][0][0][k], initial[k]) for k in initial), "rank 0's weights reached every rank"
         assert steps[1][0][1]["state"], "the second step starts from AdamW moments"
         reference = CriticLearner(value_model(tokenizer, loss), **critic_options(loss))
         for i, step in enumerate(steps):
-            assert_same_step(reference, batch, *step, f"{loss} step {i + 1}")
+            assert_same_step(reference, batch, *step, f"{kind} {loss} step {i + 1}")
         moved = max((steps[-1][2][k] - initial[k]).abs().max().item() for k in steps[-1][2])
         assert moved > LR / 2, "the critic trained"
+        if kind != "fsdp":
+            continue
         assert 0.4 < sharded[loss + "/local_share"] <= 0.6  # rank 0's shard: dim-0 halves (odd sizes round up)
         # The 2 ranks' checkpoint shards, resharded into one unsharded critic (workers.sharding=none
         # or workers.learners=1 resuming): exactly the weights and AdamW moments they held.
@@ -187,3 +197,30 @@ def test_two_sharded_critic_ranks_match_one_process(tmp_path) -> None:
         loaded = alone.optimizer.state_dict()["state"]
         assert loaded.keys() == optimizer["state"].keys()
         assert all(torch.equal(loaded[i][k], v) for i, entry in optimizer["state"].items() for k, v in entry.items())
+
+
+def test_the_pipeline_trains_a_replicated_critic_on_both_ranks() -> None:
+    """workers.learners=2 (replicas) with a critic: the pipeline's learner group trains the critic
+    too: rank 0 (here) trains the loop's value model on its rows, the spawned follower its own, and
+    the step is the one a single process takes on the whole mini-batch."""
+    torch.set_num_threads(1)
+    tokenizer = make_tokenizer()
+    cfg = load_config("default", [
+        "workers.learners=2", "critic.enabled=true", "algo.advantage=gae", "algo.micro_batch_size=2", "critic.lr=0.001",
+        f"workers.timeout_s={PROCESS_START_S:g}",
+    ])
+    model = build_tiny_llama(tokenizer, "nano", seed=0)
+    critic = pipeline.build_critic(cfg, model, tokenizer)
+    reference = CriticLearner(copy.deepcopy(critic.model), **critic.options)
+    batch = critic_batch(tokenizer)
+    _, group = pipeline.build_learners(cfg, {"policy": model}, types.SimpleNamespace(max_turns=1), {"policy": critic})
+    try:
+        driver = group.critics["policy"]
+        assert isinstance(driver, ReplicaDriverCritic) and driver.model is critic.model, "rank 0 trains the loop's value model"
+        before = ({k: v.clone() for k, v in driver.model.state_dict().items()}, copy.deepcopy(driver.optimizer.state_dict()), driver.version)
+        metrics = driver.train_step(batch, batch.returns, batch.old_values)
+        params = dict(driver.model.named_parameters())
+        grads, weights = {k: p.grad.clone() for k, p in params.items()}, {k: p.detach().clone() for k, p in params.items()}
+    finally:
+        group.close()
+    assert_same_step(reference, batch, before, grads, weights, metrics, "the pipeline's replicated critic")
