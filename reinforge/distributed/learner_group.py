@@ -14,6 +14,8 @@ policy, each with its own model and AdamW, and a broadcast names the policy whos
 carries. One group, not one per policy: a process joins one default process group, and the N
 ranks (N GPUs, rank r on cuda:r) are the run's, whatever the number of policies. The loop trains
 the policies one after another, so every rank meets the same collectives in the same order.
+A policy's critic (critic.enabled) is trained by the group too, replicated or sharded as the
+policy: rank 0 sends its mini-batches the same way (reinforge.distributed.critic_group).
 
 State the loop restores on rank 0 after the learner exists (a resumed run's optimizer moments and
 weights) reaches the followers with the first batch: rank 0 sends its weights, optimizer state and
@@ -92,6 +94,8 @@ class FollowerSpec:
     # workers.fsdp_precision (resolved: fp32 / bf16) and workers.fsdp_offload (reinforge.distributed.fsdp_policies)
     fsdp_precision: str = "fp32"
     fsdp_offload: bool = False
+    # The policies' critics (critic.enabled), by critic_key: reinforge.distributed.critic_group
+    critics: dict = dataclasses.field(default_factory=dict)
 
     @property
     def learner_options(self) -> dict:
@@ -295,6 +299,8 @@ def prepare_follower(spec: FollowerSpec, device: str) -> tuple[dict, dict] | str
         models[name] = AutoModelForCausalLM.from_config(config).to(device)  # weights come from rank 0
         if spec.lora is not None:
             models[name] = apply_lora(models[name], spec.lora, seed=spec.lora_seed)
+    for key, critic in spec.critics.items():  # after the policies, as rank 0 builds them (LearnerGroup.add_critics)
+        models[key], loss_fns[key] = critic.build_model(device), None
     return models, loss_fns
 
 
@@ -309,7 +315,12 @@ def run_follower(
         # In the driver's order: each learner's construction broadcasts rank 0's weights of that policy.
         kind = ShardedPolicyLearner if spec.sharding == "fsdp" else DataParallelPolicyLearner
         for name, model in models.items():
-            learners[name] = kind(model, **spec.learner_kwargs, **spec.learner_options)
+            if name in spec.critics:  # reinforge.distributed.critic_group
+                from reinforge.distributed.critic_group import follower_critic
+
+                learners[name] = follower_critic(model, spec.critics[name], spec.sharding, spec.learner_options)
+            else:
+                learners[name] = kind(model, **spec.learner_kwargs, **spec.learner_options)
         return serve_follower(learners, loss_fns)
     finally:
         learners.clear()  # their device meshes hold the group (reinforge.distributed.teardown)
@@ -348,6 +359,7 @@ class LearnerGroup:
         self.spec = spec
         self.closed = False
         self.followers: list = []
+        self.critics: dict = {}  # rank 0's critic learners by policy name (`add_critics`)
         try:
             host, port = self._start_followers(world_size)
             self._await_followers()
@@ -425,6 +437,17 @@ class LearnerGroup:
         ranks = ", ".join(f"rank {rank} (exit code {code})" for rank, code in dead)
         return RuntimeError(f"data-parallel learner {ranks} died; the learner group stopped: {err}")
 
+    def add_critics(self, critics: dict) -> dict:
+        """Rank 0's side of the followers' critics (FollowerSpec.critics): each policy's critic
+        (name -> CriticLearner or None) trained by the group, sharded or replicated as the policy;
+        the group's critic learners by policy name (reinforge.distributed.critic_group)."""
+        from reinforge.distributed.critic_group import driver_critics
+
+        self.critics = driver_critics(critics, self.spec.sharding, self.spec.learner_options)
+        for critic in self.critics.values():
+            critic.follower_failure = self.follower_failure
+        return self.critics
+
     def write_shards(self, checkpoint: Path) -> None:
         """A sharded group's part of a checkpoint being written in `checkpoint`: every rank's shards of
         every policy, in its `sharded/` (nothing for full replicas: rank 0's state is the whole)."""
@@ -432,7 +455,7 @@ class LearnerGroup:
             return
         directory = checkpoint / SHARDED_DIR
         dist.broadcast_object_list([(SAVE_SHARDS, None, None, directory)], src=0)
-        save_shards(sharded_parts(self.learners), directory)
+        save_shards({**sharded_parts(self.learners), **sharded_parts({c.name: c for c in self.critics.values()})}, directory)
 
     @property
     def learner(self) -> DriverLearner:
@@ -451,6 +474,6 @@ class LearnerGroup:
             self._join_followers(30)
         finally:
             self._kill()
-            for learner in self.learners.values():
+            for learner in [*self.learners.values(), *self.critics.values()]:
                 learner.release()
             leave_process_group()  # and its sockets: this process lives on after the group

@@ -39,6 +39,11 @@ class CriticLearner:
         elif value_model.num_bins is not None:
             raise ValueError(f"value loss {loss!r} trains a scalar head; build the ValueModel with num_bins=None")
         self.model = value_model
+        # What built this learner: a sharded critic builds its ranks' learners the same way (reinforge.distributed.critic_group).
+        self.options = dict(
+            lr=lr, max_grad_norm=max_grad_norm, micro_batch_size=micro_batch_size, loss=loss, clip_eps=clip_eps, support=support,
+            sigma=sigma, max_tokens_per_microbatch=max_tokens_per_microbatch,
+        )
         self.optimizer = torch.optim.AdamW(value_model.parameters(), lr=lr, weight_decay=0.0)
         self.device = next(value_model.parameters()).device  # micro-batches move there; results come back to the CPU
         self.max_grad_norm = max_grad_norm
@@ -71,33 +76,62 @@ class CriticLearner:
             raise ValueError(
                 f"returns {tuple(returns.shape)} and old_values {tuple(old_values.shape)} must match loss_mask {tuple(batch.loss_mask.shape)}"
             )
-        self.model.eval()  # dropout off, as in `values`: the clipped value loss compares the two
+        model = self.trained_model
+        model.eval()  # dropout off, as in `values`: the clipped value loss compares the two
         self.optimizer.zero_grad(set_to_none=True)
-        normalizer = float(max(batch.num_loss_tokens, 1))
+        normalizer = self.loss_normalizer(batch)
         predicted = torch.zeros(batch.loss_mask.shape, dtype=torch.float32)
         loss_sum, clipped_tokens = 0.0, 0.0
-        for rows in micro_batches(batch.attention_mask, self.micro_batch_size, self.max_tokens_per_microbatch):
+        micros = micro_batches(batch.attention_mask, self.micro_batch_size, self.max_tokens_per_microbatch)
+        for rows in micros:
             micro = batch.select(rows).to(self.device)
             width = micro.loss_mask.shape[1]
             micro_returns, micro_old = returns[rows, :width].to(self.device), old_values[rows, :width].to(self.device)
-            if self.spec.uses_bins:
-                logits = self.model.logits(micro.input_ids, micro.attention_mask)
-                per_token, metrics = self.spec.fn(logits, micro_returns, micro.loss_mask, self.support, self.sigma)
-                values = self.model.values_from_logits(logits.detach())
-            else:
-                values = self.model(micro.input_ids, micro.attention_mask)
-                per_token, metrics = self.spec.fn(values, micro_old, micro_returns, micro.loss_mask, self.clip_eps)
+            per_token, metrics, values = self.micro_loss(micro, micro_returns, micro_old)
             loss = per_token.sum() / normalizer
             loss.backward()
             loss_sum += loss.item()
             clipped_tokens += metrics.get("value_clip_frac", 0.0) * micro.num_loss_tokens
             predicted[rows, :width] = values.detach().to(predicted.device)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_grad_norm)
+        self.pad_micro_batches(batch, len(micros))
+        grad_norm = self.clip_gradients()
         if not torch.isfinite(grad_norm):
             raise FloatingPointError(f"non-finite critic gradient norm ({grad_norm}) at critic version {self.version}")
         self.optimizer.step()
         self.version += 1
-        mask = batch.loss_mask
+        return self.step_metrics(predicted, returns, batch.loss_mask, loss_sum, clipped_tokens, normalizer, grad_norm)
+
+    @property
+    def trained_model(self) -> torch.nn.Module:
+        """The model the update trains (here `model`; a sharded critic's rank 0 trains a sharded copy)."""
+        return self.model
+
+    def loss_normalizer(self, batch: TrainingBatch) -> float:
+        """What the summed per-token losses are divided by: the batch's masked tokens."""
+        return float(max(batch.num_loss_tokens, 1))
+
+    def micro_loss(self, micro: TrainingBatch, returns: torch.Tensor, old_values: torch.Tensor) -> tuple[torch.Tensor, dict, torch.Tensor]:
+        """Per-token losses [n, T] of one micro-batch, the loss's metrics, and the predicted values."""
+        if self.spec.uses_bins:
+            logits = self.trained_model.logits(micro.input_ids, micro.attention_mask)
+            per_token, metrics = self.spec.fn(logits, returns, micro.loss_mask, self.support, self.sigma)
+            values = self.trained_model.values_from_logits(logits.detach())
+        else:
+            values = self.trained_model(micro.input_ids, micro.attention_mask)
+            per_token, metrics = self.spec.fn(values, old_values, returns, micro.loss_mask, self.clip_eps)
+        return per_token, metrics, values
+
+    def pad_micro_batches(self, batch: TrainingBatch, done: int) -> None:
+        """Nothing here: a sharded critic's ranks run extra passes so that all run as many."""
+
+    def clip_gradients(self) -> torch.Tensor:
+        """Clip to max_grad_norm; the norm before clipping."""
+        return torch.nn.utils.clip_grad_norm_(self.trained_model.parameters(), self.max_grad_norm)
+
+    def step_metrics(
+        self, predicted: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, loss_sum: float, clipped_tokens: float,
+        normalizer: float, grad_norm: torch.Tensor,
+    ) -> dict[str, float]:
         metrics = {
             "value_loss": loss_sum,
             "explained_variance": explained_variance(predicted, returns, mask),

@@ -47,6 +47,12 @@ class ValueModel(nn.Module):
             centers = hl_gauss_bin_centers(*self.support, num_bins, dtype=torch.float32)
             self.register_buffer("bin_centers", centers, persistent=False)
 
+    @property
+    def base_model(self) -> PreTrainedModel:
+        """The trunk, where a Hugging Face model keeps its transformer (`base_model`): FSDP finds the
+        decoder layers to shard one by one through it (reinforge.distributed.fsdp.decoder_layers)."""
+        return self.trunk
+
     @classmethod
     def from_policy(
         cls, policy_model: PreTrainedModel, num_bins: int | None = None, support: tuple[float, float] = (-1.0, 1.5)

@@ -255,9 +255,10 @@ def build_engine(cfg: Config, model, pad_token_id: int):
     return TorchEngine(model, pad_token_id, dtype=cfg.rollout.engine_dtype, decode_kernels=e.decode_kernels, borrow_weights=borrow)
 
 
-def build_learners(cfg: Config, models: dict, env) -> tuple[dict[str, PolicyLearner], object]:
+def build_learners(cfg: Config, models: dict, env, critics: dict | None = None) -> tuple[dict[str, PolicyLearner], object]:
     """Each policy's learner, and the data-parallel group behind them when workers.learners > 1
-    (else None): one group for the run, whose ranks hold a learner per policy."""
+    (else None): one group for the run, whose ranks hold a learner per policy, and one per
+    policy's critic (`critics`: name -> CriticLearner or None; the group's: `group.critics`)."""
     a = cfg.algo
     kwargs = dict(
         lr=a.lr, weight_decay=a.weight_decay, max_grad_norm=a.max_grad_norm, micro_batch_size=a.micro_batch_size,
@@ -271,6 +272,9 @@ def build_learners(cfg: Config, models: dict, env) -> tuple[dict[str, PolicyLear
         return {name: PolicyLearner(model, **kwargs) for name, model in models.items()}, None
     from reinforge.distributed.fsdp_policies import resolve_precision
     from reinforge.distributed.learner_group import FollowerSpec, LearnerGroup
+    from reinforge.distributed.critic_group import critic_specs
+
+    critics = critics or {}
 
     if cfg.workers.sharding == "fsdp":
         from reinforge.distributed.fsdp import decoder_layers
@@ -286,6 +290,7 @@ def build_learners(cfg: Config, models: dict, env) -> tuple[dict[str, PolicyLear
         retain_freed_memory=cfg.trainer.retain_freed_memory, startup_timeout_s=cfg.workers.startup_timeout_s,
         lora=cfg.model.lora, lora_seed=cfg.trainer.seed, sharding=cfg.workers.sharding,
         fsdp_precision=resolve_precision(cfg.workers.fsdp_precision, cfg.model.device), fsdp_offload=cfg.workers.fsdp_offload,
+        critics=critic_specs(critics),
     )
     if cfg.workers.learners_on_ray:  # ranks 1..N-1 as Ray actors on the cluster's nodes
         from reinforge.distributed.ray_learners import RayLearnerGroup
@@ -293,6 +298,11 @@ def build_learners(cfg: Config, models: dict, env) -> tuple[dict[str, PolicyLear
         group = RayLearnerGroup(cfg.workers.learners, spec, models, address=cfg.workers.address, cpus_per_rank=cfg.workers.cpus_per_worker)
     else:
         group = LearnerGroup(cfg.workers.learners, spec, models)
+    try:
+        group.add_critics(critics)  # the followers build theirs right after their policies
+    except BaseException:
+        group.close()
+        raise
     return group.learners, group
 
 
@@ -363,7 +373,9 @@ def build_policies(cfg: Config, models: dict, env, tokenizer, logger, found: Pat
         if cfg.model.lora is not None:  # the warm-up trained every weight; RL trains adapters on top
             model, digests[name] = attach_lora(cfg, model, found, state, name)
         trained[name] = model
-    learners, learner_group = build_learners(cfg, trained, env)  # one data-parallel group serves every policy
+    learners, learner_group = build_learners(cfg, trained, env, critics)  # one data-parallel group serves every policy
+    if learner_group is not None:
+        critics.update(learner_group.critics)  # data-parallel (and sharded) as the policy
     policies: dict[str, Policy] = {}
     try:
         for i, (name, model) in enumerate(trained.items()):

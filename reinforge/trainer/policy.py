@@ -57,24 +57,30 @@ class Policy:
         return state
 
     def load_state_dict(self, state: dict) -> None:
-        if isinstance(state["optimizer"], dict) and PART in state["optimizer"]:  # a sharded learner's, in sharded/
-            from reinforge.distributed.sharded_checkpoint import load_learner_shards  # DCP: only such a checkpoint imports it
-
-            load_learner_shards(self.learner, state["optimizer"])
-        else:
-            load_optimizer_state(self.learner.optimizer, state["optimizer"])
+        load_learner_state(self.learner, state["optimizer"])
         self.learner.version = state["learner_version"]
         if self.reference is not None:
             self.reference.load_state_dict(state["reference"])
         if self.critic is not None:
             self.critic.model.load_state_dict(state["critic"]["model"])
-            load_optimizer_state(self.critic.optimizer, state["critic"]["optimizer"])
+            load_learner_state(self.critic, state["critic"]["optimizer"])
         self.shuffle.set_state(state["shuffle"])
 
     def close(self) -> None:
         getattr(self.engine, "close", lambda: None)()  # Ray workers, vLLM; the in-process engine has none
         if self.learner_group is not None:
             self.learner_group.close()
+
+
+def load_learner_state(learner, optimizer_state: dict) -> None:
+    """A learner's (policy's or critic's) optimizer state as state.pt keeps it: a plain state_dict,
+    or the entry of a sharded learner's, whose weights and moments are in the checkpoint's sharded/."""
+    if isinstance(optimizer_state, dict) and PART in optimizer_state:
+        from reinforge.distributed.sharded_checkpoint import load_learner_shards  # DCP: only such a checkpoint imports it
+
+        load_learner_shards(learner, optimizer_state)
+    else:
+        load_optimizer_state(learner.optimizer, optimizer_state)
 
 
 def for_policies(per_policy: dict[str, Any]) -> Any:
