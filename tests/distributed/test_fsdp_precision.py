@@ -48,7 +48,7 @@ def test_the_run_hands_the_resolved_settings_to_the_learner_group(monkeypatch: p
 
     def capture(group, world_size, spec, models):
         specs.append(spec)
-        group.learners = {}
+        group.learners, group.spec = {}, spec
 
     monkeypatch.setattr("reinforge.distributed.learner_group.LearnerGroup.__init__", capture)
     model = build_tiny_llama(make_tokenizer(), "nano", seed=0)
