@@ -20,6 +20,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from reinforge.config import load_config
 from reinforge.run.pipeline import run_sft_stage, run_training
 
+# Two whole runs from one warm-up (~3 min on one core at load ~1.5): the default recipe's learning claim,
+# left out of the default suite for its time budget; .ci/run runs this file in its slow group.
+pytestmark = pytest.mark.slow
+
 QUICK = ["task.eval_size=200", "telemetry.progress=false"]
 # The recipe's warm-up with half its batch (the recipe's own 2,000 x 64 warm-up alone takes ~3 min
 # on one core); it lands in the same place (greedy ~48%: the teacher's habits, carries mostly wrong).
