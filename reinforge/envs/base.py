@@ -10,9 +10,10 @@ engine call per policy turn.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from transformers import PreTrainedTokenizerBase
+if TYPE_CHECKING:  # a type only: a reward worker process that imports this skips transformers (~1 CPU-s each)
+    from transformers import PreTrainedTokenizerBase
 
 from reinforge.tasks.task import Task
 
