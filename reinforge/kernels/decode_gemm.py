@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import weakref
 from pathlib import Path
 
 import torch
@@ -63,8 +64,19 @@ class PanelMatrix:
         padding = count * PANEL - self.out_features
         padded = F.pad(weight.detach(), (0, 0, 0, padding)) if padding else weight.detach()  # no transient copy without padding
         # always a copy (clone): an optimizer step must not change what a built decoder samples
-        self.then: PanelMatrix | None = None  # the matrix multiplied next, whose first panel `linear` prefetches
+        self._then: weakref.ref | None = None
         self.panels = padded.reshape(count, PANEL, self.in_features).transpose(1, 2).clone(memory_format=torch.contiguous_format)  # [count, in, PANEL]
+
+    @property
+    def then(self) -> PanelMatrix | None:
+        """The matrix multiplied next, whose first panel `linear` prefetches. Held weakly: a chain is a
+        cycle, and a cycle is freed only when the garbage collector runs, so a dropped decoder would
+        keep its 0.5 GiB of panels through the learner's update (TorchEngine.release_memory)."""
+        return None if self._then is None else self._then()
+
+    @then.setter
+    def then(self, following: PanelMatrix | None) -> None:
+        self._then = None if following is None else weakref.ref(following)
 
     def weight(self) -> torch.Tensor:
         """The [out, in] weight (a copy), for callers the kernel does not serve."""

@@ -3,6 +3,9 @@ within the bound of a sequential dot product, its layout's round trips, and whic
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -76,6 +79,20 @@ def test_chained_matrices_give_the_same_products() -> None:
     decode_gemm.chain(matrices)
     assert [m.then for m in matrices] == matrices[1:] + matrices[:1]
     assert all(torch.equal(decode_gemm.linear(x, m), y) for m, y in zip(matrices, alone))
+
+
+def test_a_dropped_chain_is_freed_at_once_without_the_garbage_collector() -> None:
+    """A chain is a cycle: held strongly, a released decoder's panels would wait for the cyclic
+    collector and stay resident through the update that follows the rollout."""
+    matrices = [decode_gemm.PanelMatrix(torch.randn(out, 32)) for out in (96, 50)]
+    decode_gemm.chain(matrices)
+    alive = [weakref.ref(m) for m in matrices]
+    gc.disable()
+    try:
+        del matrices
+        assert [ref() for ref in alive] == [None, None]
+    finally:
+        gc.enable()
 
 
 def test_panel_matrix_refuses_what_the_kernel_cannot_read() -> None:
