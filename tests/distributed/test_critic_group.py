@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch.distributed.tensor import DTensor
 
 from deadlines import PROCESS_START_S
+from two_ranks import run_two_ranks
 from float_bounds import EPS32, SLACK, adam_step_bound, assert_within, forward_bound, gradient_bound, network_sizes
 from gathered_state import full_optimizer_state
 from reinforge.distributed.ddp import free_port, init_distributed, shard_rows
@@ -162,15 +162,7 @@ def assert_same_step(reference: CriticLearner, batch, before, grads, weights, me
 def test_two_critic_ranks_sharded_or_replicated_match_one_process(tmp_path) -> None:
     port = free_port()
     shards = tmp_path / "shards"
-    child = mp.spawn(child_main, args=(2, port, str(shards)), nprocs=1, join=False)
-    rank_0 = mp.spawn(rank_0_main, args=(2, port, str(shards), str(tmp_path / "rank0.pt")), nprocs=1, join=False)
-    try:
-        assert rank_0.join(timeout=PROCESS_START_S), "rank 0 did not finish"
-        assert child.join(timeout=PROCESS_START_S), "rank 1 did not finish"
-    finally:
-        for process in [*child.processes, *rank_0.processes]:
-            if process.is_alive():
-                process.kill()
+    run_two_ranks(rank_0_main, (2, port, str(shards), str(tmp_path / "rank0.pt")), child_main, (2, port, str(shards)))
     sharded = torch.load(tmp_path / "rank0.pt", weights_only=False)
     torch.set_num_threads(1)
     tokenizer = make_tokenizer()

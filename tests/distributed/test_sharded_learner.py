@@ -17,6 +17,7 @@ from reinforge.learner.policy_objective import make_policy_objective
 from reinforge.models.tiny_llama import build_tiny_llama
 from gathered_state import full_optimizer_state
 from deadlines import PROCESS_START_S
+from two_ranks import run_two_ranks
 from teacher_forcing import LearnerState, RecordedStep, StepOutcome, assert_replays
 from test_ddp import AGGREGATIONS, LR, MAX_RESPONSE, algo_for, make_batch, make_tokenizer, single_learner
 
@@ -79,15 +80,7 @@ def test_two_fsdp_ranks_match_one_process(tmp_path) -> None:
     same state (tests/teacher_forcing.py bounds, as for the replicated learner), for every loss
     aggregation; each rank holds about half of the weights."""
     port = free_port()
-    child = mp.spawn(child_main, args=(2, port), nprocs=1, join=False)
-    rank_0 = mp.spawn(rank_0_main, args=(2, port, str(tmp_path / "rank0.pt")), nprocs=1, join=False)
-    try:
-        assert rank_0.join(timeout=PROCESS_START_S), "rank 0 did not finish"
-        assert child.join(timeout=PROCESS_START_S), "rank 1 did not finish"
-    finally:
-        for process in [*child.processes, *rank_0.processes]:
-            if process.is_alive():
-                process.kill()
+    run_two_ranks(rank_0_main, (2, port, str(tmp_path / "rank0.pt")), child_main, (2, port))
     parallel = torch.load(tmp_path / "rank0.pt", weights_only=False)
     for agg in AGGREGATIONS:
         parallel[agg] = [replace(step, loss_fn=make_policy_objective(algo_for(agg))) for step in parallel[agg]]
