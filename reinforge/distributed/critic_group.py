@@ -243,7 +243,7 @@ class DriverCritic:
         return None
 
     def train_step(self, batch: TrainingBatch, returns: torch.Tensor, old_values: torch.Tensor) -> dict[str, float]:
-        from reinforge.distributed.learner_group import STEP
+        from reinforge.distributed.group_messages import STEP
 
         if len(batch) < self.world_size:
             raise ConfigError(
@@ -293,7 +293,7 @@ class ShardedDriverCritic(DriverCritic, ShardedCriticLearner):
     shards every rank writes."""
 
     def __init__(self, critic: CriticLearner, name: str, precision: str = "fp32", offload: bool = False):
-        from reinforge.distributed.learner_group import DriverOptimizer  # it imports this module
+        from reinforge.distributed.driver_optimizer import DriverOptimizer
 
         full = critic.model
         super().__init__(copy.deepcopy(full), precision=precision, offload=offload, **critic.options)
@@ -322,7 +322,7 @@ class ShardedDriverCritic(DriverCritic, ShardedCriticLearner):
 
     def load_shards(self, entry: dict) -> None:
         """Every rank loads its shards of a sharded checkpoint (the followers on a LOAD_SHARDS message)."""
-        from reinforge.distributed.learner_group import LOAD_SHARDS
+        from reinforge.distributed.group_messages import LOAD_SHARDS
 
         dist.broadcast_object_list([(LOAD_SHARDS, self.name, None, entry)], src=0, group=self.group)
         load_shards(self.sharded, self.sharded_optimizer, entry)

@@ -54,7 +54,7 @@ from transformers import AutoModelForCausalLM, PretrainedConfig
 from reinforge.config import AlgoConfig, ConfigError, LoraConfig
 from reinforge.distributed.ddp import DataParallelPolicyLearner, free_port, init_distributed, rank_device, shard_rows
 from reinforge.distributed.fsdp import ShardedPolicyLearner
-from reinforge.distributed.sharded_checkpoint import SHARDED_DIR, load_shards, save_shards, sharded_entry
+from reinforge.distributed.sharded_checkpoint import SHARDED_DIR, load_shards, save_shards
 from reinforge.distributed.fsdp_policies import process_group_backend
 from reinforge.distributed.teardown import leave_process_group
 from reinforge.import_paths import import_roots, use_import_roots
@@ -63,8 +63,9 @@ from reinforge.learner.policy_learner import LossFn
 from reinforge.models.lora import apply_lora
 from reinforge.runtime.process_settings import configure_process
 from reinforge.learner.policy_objective import make_policy_objective
+from reinforge.distributed.driver_optimizer import DriverOptimizer
+from reinforge.distributed.group_messages import LOAD_SHARDS, SAVE_SHARDS, STEP, STOP
 
-STEP, STOP, SAVE_SHARDS, LOAD_SHARDS = "step", "stop", "save_shards", "load_shards"
 # After a collective failed on rank 0: how long a follower whose death broke it may take to be seen dead.
 DEATH_GRACE_S = 10.0
 
@@ -225,37 +226,6 @@ class ShardedDriverLearner(DriverLearner, ShardedPolicyLearner):
 def sharded_parts(learners: dict[str, ShardedPolicyLearner]) -> dict[str, tuple[torch.nn.Module, torch.optim.Optimizer]]:
     """Each policy's sharded model and optimizer on this rank (rank 0's: the sharded copy, not the loop's model)."""
     return {name: (learner.trained_model, learner.sharded_optimizer) for name, learner in learners.items()}
-
-
-class DriverOptimizer:
-    """Rank 0's handle on a sharded optimizer: steps it. Its `state_dict()` is the entry a checkpoint
-    keeps for the shards every rank writes (`LearnerGroup.write_shards`); `load_state_dict` takes a
-    plain optimizer's state_dict of the whole model (a checkpoint of an unsharded run) and keeps it
-    until the next update, whose first message carries it to every rank."""
-
-    def __init__(self, inner: torch.optim.Optimizer, driver: ShardedDriverLearner):
-        self.inner, self.driver, self.pending = inner, driver, None
-
-    @property
-    def param_groups(self) -> list[dict]:
-        return self.inner.param_groups
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self.inner.zero_grad(set_to_none=set_to_none)
-
-    def step(self) -> None:
-        self.inner.step()
-
-    def state_dict(self) -> dict:
-        if self.pending is not None:  # loaded, not yet sent to the ranks: their shards do not hold it
-            return copy.deepcopy(self.pending)
-        return sharded_entry(self.driver.name, self.driver.world_size)
-
-    def load_state_dict(self, state: dict) -> None:
-        if any(not isinstance(index, int) for index in state.get("state", {})):
-            raise ValueError("workers.sharding=fsdp loads a plain optimizer state_dict (parameters numbered); this one is not")
-        self.pending = copy.deepcopy(state)
-        self.driver._followers_synced = False  # the next update sends it (with rank 0's weights)
 
 
 def serve_follower(learners: dict[str, DataParallelPolicyLearner], loss_fns: dict[str, LossFn]) -> int:
