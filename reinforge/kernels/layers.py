@@ -66,7 +66,7 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 
 def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x [T, heads, d] rotated by position: x cos + roll(x, d/2) sin, with cos and the signed sin
-    (reinforge.engines.llama_decoder.signed_sin) [T, 1, d] or [T, d]; differentiable in x."""
+    (reinforge.engines.rotary.signed_sin) [T, 1, d] or [T, d]; differentiable in x."""
     _float32_cpu(x, cos, sin)
     tokens, _, dim = x.shape
     cos, sin = cos.reshape(tokens, -1), sin.reshape(tokens, -1)

@@ -39,7 +39,8 @@ import torch.nn.functional as F
 import torch.utils.checkpoint
 from transformers import PreTrainedModel
 
-from reinforge.engines.llama_decoder import rotate, signed_sin, supports as decoder_supports
+from reinforge.engines.llama_decoder import supports as decoder_supports
+from reinforge.engines.rotary import rotate, signed_sin
 from reinforge.engines.shared_prefixes import first_rows_with_prefix
 from reinforge.kernels import choice, layers, packed_attention
 from reinforge.kernels.packed_attention import RowPlan
