@@ -16,6 +16,7 @@ import torch
 from reinforge.config import Config, ConfigError, dump_config
 from reinforge.config.policies_schema import DEFAULT_POLICY
 from reinforge.engines.torch_engine import TorchEngine
+from reinforge.run.run_summary import several_policy_rows, summary_rows
 from reinforge.run.env_factory import build_env
 from reinforge.import_paths import is_in_memory
 from reinforge.learner.critic_learner import CriticLearner
@@ -33,8 +34,7 @@ from reinforge.rewards.call_errors import RewardWorkerStartError
 from reinforge.rewards.scorer import NamedReward, RewardScorer
 from reinforge.tasks.registry import load_tasks
 from reinforge.tasks.task import Task, TaskSplits
-from reinforge.telemetry import MetricsLogger, logged_sft_seconds, print_summary, reward_curve_summary, run_time_rows
-from reinforge.telemetry.reward_failures import describe_reward_failures, reward_failure_totals
+from reinforge.telemetry import MetricsLogger, logged_sft_seconds, print_summary, run_time_rows
 from reinforge.telemetry.wandb_sink import wandb_available
 from reinforge.run.preflight import preflight
 from reinforge.run.task_fit import check_tasks_fit, run_tokenizer
@@ -439,42 +439,6 @@ def run_training(cfg: Config, resume: bool = False, checkpoint: Path | None = No
     print_summary(rows, title="reinforge train" + (" (" + ", ".join(cfg.policies) + ")" if several else ""))
     before, after = result.evals[0], result.evals[-1]
     return TrainOutcome(run_dir, before["accuracy"], after["accuracy"], result)
-
-
-def summary_rows(cfg: Config, tasks: TaskSplits, result: RLResult) -> list[tuple[str, str]]:
-    before, after = result.evals[0], result.evals[-1]
-    curve = reward_curve_summary(result.rewards)
-    k = cfg.eval.samples
-    return [
-        ("held-out tasks", f"{len(tasks.eval)}"),
-        ("greedy accuracy, warm start", f"{before['accuracy']:.1%}"),
-        ("greedy accuracy, after RL", f"{after['accuracy']:.1%}  ({after['accuracy'] - before['accuracy']:+.1%})"),
-        (f"mean@{k}, warm start -> after RL", f"{before[f'mean@{k}']:.1%} -> {after[f'mean@{k}']:.1%}"),
-        *[
-            (f"{name}, warm start -> after RL", f"{before[key]:.1%} -> {after[key]:.1%}")
-            for key, name in (("tool_call_rate", "tool-call rate"), ("valid_call_rate", "valid-call rate"))
-            if key in before
-        ],
-        ("reward, first 10% of steps", f"{curve['first_10pct_mean']:.3f}"),
-        ("reward, last 10% of steps", f"{curve['last_10pct_mean']:.3f}"),
-        ("reward, best 10-step average", f"{curve['max_moving_avg_10']:.3f}"),
-        ("reward failures", describe_reward_failures(reward_failure_totals(result.steps))),
-    ]
-
-
-def several_policy_rows(cfg: Config, tasks: TaskSplits, result: RLResult) -> list[tuple[str, str]]:
-    before, after = result.evals[0], result.evals[-1]
-    curve = reward_curve_summary(result.rewards)
-    rows = [("held-out games", f"{len(tasks.eval)}")]
-    for name in cfg.policies:
-        key = f"policy/{name}/accuracy"
-        rows.append((f"{name}: not lost, warm start -> after RL", f"{before[key]:.1%} -> {after[key]:.1%}"))
-    if "game/joint/win" in after:
-        rows.append(("joint games won, warm start -> after RL", f"{before['game/joint/win']:.1%} -> {after['game/joint/win']:.1%}"))
-    return rows + [
-        ("reward, first 10% of steps", f"{curve['first_10pct_mean']:.3f}"),
-        ("reward, last 10% of steps", f"{curve['last_10pct_mean']:.3f}"),
-    ]
 
 
 def run_sft_stage(cfg: Config) -> Path:
