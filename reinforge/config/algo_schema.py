@@ -75,6 +75,11 @@ class AlgoConfig(Section):
         gt=0,
         description="Micro-batches by a token budget instead of micro_batch_size rows, for the update, the reference and the old-log-prob passes: rows are taken in order while rows x the longest row's length (pads included) stays within it; a longer row goes alone. The loss is the same (each micro-batch's share of the mini-batch's). None: micro_batch_size rows.",
     )
+    logprob_max_tokens: int | None = Field(
+        None,
+        gt=0,
+        description="Token budget of the log-prob passes without gradients (the reference's, and the old policy's when it is recomputed), by the same rule as max_tokens_per_microbatch. They keep no activations for a backward, so a budget above the update's costs one layer's transient tensors and feeds the matmuls more rows (SmolLM2-135M, 8 x 4 x 128: the reference pass 13.9 -> 10.8 CPU-s with the whole step in one pass). verl's log_prob_max_token_len_per_gpu. None: max_tokens_per_microbatch.",
+    )
     logprob_chunk_tokens: int | None = Field(
         512,
         gt=0,

@@ -43,6 +43,7 @@ class PolicyLearner:
         logprob_chunk_tokens: int | None = DEFAULT_CHUNK_TOKENS,
         max_tokens_per_microbatch: int | None = None,
         activation_checkpointing: bool = False,
+        logprob_max_tokens: int | None = None,
     ):
         """`compile_forward`: torch.compile the model's forward in place (reinforge.learner.compiled_forward).
         `lr_warmup_steps`: the learning rate rises linearly over the first optimizer steps (see warmup_lr).
@@ -54,12 +55,14 @@ class PolicyLearner:
         backward (reinforge.learner.chunked_logprobs); None computes the whole logits at once.
         `max_tokens_per_microbatch`: micro-batches by a token budget instead of
         `micro_batch_size` rows (reinforge.learner.batch.micro_batches).
-        `activation_checkpointing`: decoder layers recompute their activations in the backward."""
-        check_memory_settings(logprob_chunk_tokens, max_tokens_per_microbatch)
+        `activation_checkpointing`: decoder layers recompute their activations in the backward.
+        `logprob_max_tokens`: the token budget of `logprobs` (no gradients); None: `max_tokens_per_microbatch`."""
+        check_memory_settings(logprob_chunk_tokens, max_tokens_per_microbatch, logprob_max_tokens)
         if activation_checkpointing:
             enable_activation_checkpointing(model)
         self.logprob_chunk_tokens = logprob_chunk_tokens
         self.max_tokens_per_microbatch = max_tokens_per_microbatch
+        self.logprob_max_tokens = logprob_max_tokens or max_tokens_per_microbatch
         self.activation_checkpointing = activation_checkpointing
         self.model = compile_forward_of(model) if compile_forward else model
         self.pack = pack_sequences and not compile_forward and packed_forward.supports(model)
@@ -162,7 +165,7 @@ class PolicyLearner:
         """Log-probs of `batch` under the current weights, without gradients: [N, T-1]."""
         return compute_logprobs(
             self.model, batch, self.micro_batch_size, self.temperature, self._autocast, self.pack, self.packed_kernels,
-            self.logprob_chunk_tokens, self.max_tokens_per_microbatch,
+            self.logprob_chunk_tokens, self.logprob_max_tokens,
         )
 
 
@@ -197,9 +200,14 @@ def autocast_on(device: torch.device, bf16: bool):
     return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 
-def check_memory_settings(logprob_chunk_tokens: int | None, max_tokens_per_microbatch: int | None) -> None:
+def check_memory_settings(
+    logprob_chunk_tokens: int | None, max_tokens_per_microbatch: int | None, logprob_max_tokens: int | None = None,
+) -> None:
     """A clear error for a chunk or a token budget that is not a positive number of tokens."""
-    for key, value in (("logprob_chunk_tokens", logprob_chunk_tokens), ("max_tokens_per_microbatch", max_tokens_per_microbatch)):
+    for key, value in (
+        ("logprob_chunk_tokens", logprob_chunk_tokens), ("max_tokens_per_microbatch", max_tokens_per_microbatch),
+        ("logprob_max_tokens", logprob_max_tokens),
+    ):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise ValueError(f"algo.{key} must be a positive number of tokens or None, got {value!r}")
 

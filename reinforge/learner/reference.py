@@ -35,14 +35,16 @@ class ReferenceModel:
         packed_kernels: str = "auto",
         logprob_chunk_tokens: int | None = DEFAULT_CHUNK_TOKENS,
         max_tokens_per_microbatch: int | None = None,
+        logprob_max_tokens: int | None = None,
     ):
         """`compile_forward`: torch.compile the frozen copy's forward (reinforge.learner.compiled_forward).
-        `pack_sequences`, `packed_kernels`, `logprob_chunk_tokens`, `max_tokens_per_microbatch`: as
-        the policy learner's (reinforge.learner.policy_learner)."""
-        check_memory_settings(logprob_chunk_tokens, max_tokens_per_microbatch)
+        `pack_sequences`, `packed_kernels`, `logprob_chunk_tokens`, `max_tokens_per_microbatch`,
+        `logprob_max_tokens`: as the policy learner's (reinforge.learner.policy_learner); its passes
+        have no gradients, so `logprob_max_tokens` (when set) is their budget."""
+        check_memory_settings(logprob_chunk_tokens, max_tokens_per_microbatch, logprob_max_tokens)
         self.micro_batch_size = micro_batch_size
         self.logprob_chunk_tokens = logprob_chunk_tokens
-        self.max_tokens_per_microbatch = max_tokens_per_microbatch
+        self.max_tokens_per_microbatch = logprob_max_tokens or max_tokens_per_microbatch
         self.compile_forward = compile_forward
         self.pack = pack_sequences and not compile_forward and packed_forward.supports(model)
         self.packed_kernels = packed_kernels

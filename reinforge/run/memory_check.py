@@ -117,14 +117,15 @@ def knob_variants(cfg: Config, shape: ModelShape, prompt_tokens: int, estimate: 
     """The settings that lower the predicted peak, each as `key=value` and the config it makes."""
     a, r = cfg.algo, cfg.rollout
     sizes = step_sizes(cfg, prompt_tokens)
-    rows = micro_batch(cfg, sizes, shape).rows
     variants: list[tuple[str, Config | None]] = []
     phase = estimate.peak_phase
     if phase in ("update", "no-grad forward", "critic update"):
-        fewer = rows // 2
+        no_grad = phase == "no-grad forward" and a.logprob_max_tokens is not None  # its own budget is the knob
+        key = "algo.logprob_max_tokens" if no_grad else "algo.max_tokens_per_microbatch"
+        fewer = micro_batch(cfg, sizes, shape, no_grad=no_grad).rows // 2
         while fewer >= 1:  # the largest token budget that fits, down to one full-length row per micro-batch
             budget = fewer * sizes.row_tokens
-            variants.append((f"algo.max_tokens_per_microbatch={budget}", with_setting(cfg, "algo.max_tokens_per_microbatch", budget)))
+            variants.append((f"{key}={budget}", with_setting(cfg, key, budget)))
             fewer //= 2
         if not a.activation_checkpointing:
             variants.append(("algo.activation_checkpointing=true", with_setting(cfg, "algo.activation_checkpointing", True)))
@@ -155,7 +156,7 @@ def knob_advice(
     for label, variant in knob_variants(cfg, shape, prompt_tokens, estimate):
         peak = predict(variant, shape, prompt_tokens, critic, policies).peak
         entry = (label, peak)
-        if label.startswith("algo.max_tokens_per_microbatch="):
+        if label.startswith(("algo.max_tokens_per_microbatch=", "algo.logprob_max_tokens=")):
             budgets.append(entry)
         else:
             advice.append(entry)

@@ -265,10 +265,14 @@ class MicroBatch:
         return self.rows * w, self.rows * w, self.rows * w * w
 
 
-def micro_batch(cfg: Config, sizes: StepSizes, shape: ModelShape) -> MicroBatch:
+def micro_batch(cfg: Config, sizes: StepSizes, shape: ModelShape, no_grad: bool = False) -> MicroBatch:
+    """The update's micro-batch, or with `no_grad` one of the log-prob passes without gradients
+    (the whole batch, by algo.logprob_max_tokens when set)."""
     a = cfg.algo
     mini_rows = max(1, sizes.rows // a.mini_batches // max(cfg.workers.learners, 1))
     budget = a.max_tokens_per_microbatch
+    if no_grad:
+        mini_rows, budget = sizes.rows, a.logprob_max_tokens or budget
     if budget is None:
         rows = min(a.micro_batch_size, mini_rows)
     else:
@@ -402,10 +406,13 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
         "optimizer step": {"gradients": gradients, "optimizer temporaries": 4 * (trainable if on_gpu else min(shape.largest_param, trainable))},
     }
     h, i = shape.hidden, shape.intermediate
-    one_layer = tokens * (3 * h + 2 * i + shape.heads * shape.head_dim + 2 * shape.kv_heads * shape.head_dim) * act_bytes
+    no_grad = micro_batch(cfg, sizes, shape, no_grad=True)
+    one_layer = no_grad.tokens * (3 * h + 2 * i + shape.heads * shape.head_dim + 2 * shape.kv_heads * shape.head_dim) * act_bytes
     if sdpa_materializes_scores(cfg, shape):  # the math backend's scores and probabilities, one layer at a time
-        one_layer += 2 * shape.heads * micro.attention_slots()[2] * 4
-    phases["no-grad forward"] = {"gradients": gradients, "activations": one_layer, "log-prob chunks": logprob_chunk_bytes(cfg, shape, tokens, backward=False)}
+        one_layer += 2 * shape.heads * no_grad.attention_slots()[2] * 4
+    phases["no-grad forward"] = {
+        "gradients": gradients, "activations": one_layer, "log-prob chunks": logprob_chunk_bytes(cfg, shape, no_grad.tokens, backward=False),
+    }
 
     eval_rows = min(cfg.task.eval_size * max(cfg.eval.samples, 1), MAX_BATCH_SIZE)
     eval_new = cfg.eval.max_new_tokens or r.max_new_tokens

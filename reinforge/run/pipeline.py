@@ -206,6 +206,7 @@ def build_reference(cfg: Config, model) -> ReferenceModel | None:
         ReferenceModel(
             model, a.micro_batch_size, cfg.rollout.temperature, a.compile_forward, a.pack_sequences, a.packed_kernels,
             logprob_chunk_tokens=a.logprob_chunk_tokens, max_tokens_per_microbatch=a.max_tokens_per_microbatch,
+            logprob_max_tokens=a.logprob_max_tokens,
         )
         if needed
         else None
@@ -267,6 +268,7 @@ def build_learners(cfg: Config, models: dict, env, critics: dict | None = None) 
         compile_forward=a.compile_forward, lr_warmup_steps=a.lr_warmup_steps, pack_sequences=a.pack_sequences,
         packed_kernels=a.packed_kernels, logprob_chunk_tokens=a.logprob_chunk_tokens,
         max_tokens_per_microbatch=a.max_tokens_per_microbatch, activation_checkpointing=a.activation_checkpointing,
+        logprob_max_tokens=a.logprob_max_tokens,
     )
     if cfg.workers.learners == 1:
         return {name: PolicyLearner(model, **kwargs) for name, model in models.items()}, None

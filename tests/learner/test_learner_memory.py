@@ -171,6 +171,32 @@ def test_old_and_reference_logprobs_by_token_budget_equal_by_rows():
     assert (by_rows[~batch.attention_mask[:, 1:].bool()] == 0).all()
 
 
+def test_the_logprob_passes_take_their_own_token_budget():
+    """algo.logprob_max_tokens: the passes without gradients run by their budget, not the update's
+    (fewer, larger micro-batches), and give the same log-probs."""
+    batch = ragged_batch()
+    model = small(LlamaForCausalLM, LlamaConfig)
+    forwards = []
+    model.model.register_forward_pre_hook(lambda module, args, kwargs: forwards.append(1), with_kwargs=True)
+    update_budget, pass_budget = 20, 80
+    micros = {b: len(micro_batches(batch.attention_mask, 64, b)) for b in (update_budget, pass_budget)}
+    assert micros[pass_budget] < micros[update_budget]  # the batch is such that the budgets differ
+    by_update_budget = PolicyLearner(model, lr=1e-3, max_tokens_per_microbatch=update_budget, pack_sequences=False).logprobs(batch)
+    assert len(forwards) == micros[update_budget]
+    forwards.clear()
+    learner = PolicyLearner(model, lr=1e-3, max_tokens_per_microbatch=update_budget, logprob_max_tokens=pass_budget, pack_sequences=False)
+    assert learner.max_tokens_per_microbatch == update_budget  # the update keeps its own
+    by_pass_budget = learner.logprobs(batch)
+    assert len(forwards) == micros[pass_budget]
+    forwards.clear()
+    reference = ReferenceModel(model, max_tokens_per_microbatch=update_budget, logprob_max_tokens=pass_budget, pack_sequences=False)
+    by_reference = reference.logprobs(batch)
+    assert len(forwards) == micros[pass_budget]
+    bound = forward_bound(model, by_update_budget.abs().max().item())
+    assert_within(by_pass_budget, by_update_budget, bound, "old log-probs")
+    assert_within(by_reference, by_update_budget, bound, "reference log-probs")
+
+
 def count_layer_runs(model) -> list[int]:
     runs = []
     for layer in model.model.layers:
@@ -216,11 +242,15 @@ def test_the_config_keys_reach_the_learner_the_reference_and_the_critic():
     assert model.model.layers[0].gradient_checkpointing
     assert (reference.max_tokens_per_microbatch, reference.logprob_chunk_tokens) == (300, 64)
     assert critic.max_tokens_per_microbatch == 300
+    assert learner.logprob_max_tokens == 300  # unset: the update's budget
+    cfg = load_config("default", [*overrides, "algo.logprob_max_tokens=900"])
+    learner = build_learners(cfg, {"policy": model}, SimpleNamespace(max_turns=1))[0]["policy"]
+    assert (learner.max_tokens_per_microbatch, learner.logprob_max_tokens, build_reference(cfg, model).max_tokens_per_microbatch) == (300, 900, 900)
     defaults = load_config("default", []).algo
     assert (defaults.max_tokens_per_microbatch, defaults.logprob_chunk_tokens, defaults.activation_checkpointing) == (None, 512, False)
 
 
-@pytest.mark.parametrize("key", ["max_tokens_per_microbatch", "logprob_chunk_tokens"])
+@pytest.mark.parametrize("key", ["max_tokens_per_microbatch", "logprob_chunk_tokens", "logprob_max_tokens"])
 def test_a_budget_that_is_not_a_positive_token_count_is_refused(key):
     with pytest.raises(Exception, match=key):
         load_config("default", [f"algo.{key}=0"])

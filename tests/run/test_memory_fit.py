@@ -92,6 +92,24 @@ def test_a_sharded_rank_0s_engine_samples_the_model_without_a_copy() -> None:
     assert copy_bytes("workers.sharding=fsdp", "rollout.engine_dtype=bfloat16") == 2 * p
 
 
+def test_the_no_grad_passes_are_counted_at_their_own_budget() -> None:
+    """algo.logprob_max_tokens: the reference's pass holds one layer's transients and a log-prob
+    chunk over its own micro-batch; the update's terms do not move."""
+    base = ["rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=6", "algo.kl_coef=0.1",
+            "algo.max_tokens_per_microbatch=10", "algo.logprob_chunk_tokens=4096"]
+    shape = model_shape(tiny_config())
+
+    def phases(*overrides: str) -> dict:
+        return predict(load_config("default", [*base, *overrides]), shape, prompt_tokens=4).phases
+
+    small, large = phases(), phases("algo.logprob_max_tokens=40")
+    assert small["update"] == large["update"]
+    # one row of 10 tokens per micro-batch, or all 4 rows: 2 groups' prompts once + 4 x 6 = 32 packed tokens;
+    # one layer's transients: 3 x 16 + 2 x 32 + 16 + 2 x 8 = 144 floats a token; the chunk: two [tokens, 100] buffers
+    assert small["no-grad forward"]["activations"] == 10 * 144 * 4 and large["no-grad forward"]["activations"] == 32 * 144 * 4
+    assert large["no-grad forward"]["log-prob chunks"] == 2 * 32 * 100 * 4
+
+
 def test_shared_prompts_use_the_engines_layout() -> None:
     """Prompts of 32+ tokens: cached once per group (prefill_shared), at the peak the engine's own
     estimate gives (reinforge.engines.kv_cache.shared_prompt_kv_cache_bytes, tested against the
