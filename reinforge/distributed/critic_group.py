@@ -32,7 +32,6 @@ it with the first update (`DriverCritic.synced_state`).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from typing import Any
 
@@ -163,6 +162,7 @@ class ShardedCriticLearner(DataParallelCriticLearner):
     rank takes part) into `gather_into`: rank 0's full value model, else nowhere."""
 
     gather_into: torch.nn.Module | None = None
+    copy_before_sharding = False  # rank 0 of a group: train a sharded copy, keep the full value model
 
     def __init__(self, value_model: ValueModel, precision: str = "fp32", offload: bool = False, group=None, **options):
         self._shard_options = fully_shard_options(precision, offload)
@@ -172,7 +172,7 @@ class ShardedCriticLearner(DataParallelCriticLearner):
 
     def distribute(self, model: ValueModel) -> torch.nn.Module:
         self._compute_device = next(model.parameters()).device  # not the shards': offloaded, they live on the host
-        return shard_model(model, **self._shard_options)
+        return shard_model(model, copy_first=self.copy_before_sharding, **self._shard_options)
 
     @property
     def sharded_optimizer(self) -> torch.optim.Optimizer:
@@ -292,11 +292,13 @@ class ShardedDriverCritic(DriverCritic, ShardedCriticLearner):
     is rank 0's view of the sharded AdamW (learner_group.DriverOptimizer): in a checkpoint, the
     shards every rank writes."""
 
+    copy_before_sharding = True  # the sharded copy is made layer by layer (fsdp.copied_layer_by_layer)
+
     def __init__(self, critic: CriticLearner, name: str, precision: str = "fp32", offload: bool = False):
         from reinforge.distributed.driver_optimizer import DriverOptimizer
 
         full = critic.model
-        super().__init__(copy.deepcopy(full), precision=precision, offload=offload, **critic.options)
+        super().__init__(full, precision=precision, offload=offload, **critic.options)
         self.sharded, self.model = self.model, full
         self.gather_into = full
         self.name = name

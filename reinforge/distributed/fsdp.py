@@ -26,14 +26,17 @@ costs a slower decode (separate q/k/v and gate/up matmuls over the model's [out,
 docs/scaling.md has the number). Ray workers get the weights one tensor per object
 (reinforge.distributed.ray_engine). What still holds a second copy on rank 0: the async schedule's
 producer (a snapshot of another version, by design), a LoRA policy's merged engine copy, a bf16
-engine over a float32 model (a half-size cast), vLLM's host copy. Rank 0's weights reach the other
-ranks tensor by tensor (`load_synced_state`), never as one message. Checkpoints hold the AdamW
+engine over a float32 model (a half-size cast), vLLM's host copy. Rank 0's sharded copy is made
+one decoder layer at a time (`copied_layer_by_layer`), and rank 0's weights reach the other ranks
+tensor by tensor (`load_synced_state`), never as one message. Checkpoints hold the AdamW
 state as every rank's shards (reinforge.distributed.sharded_checkpoint); `load_full_optimizer_state`
 loads a plain optimizer's `state_dict()` (full tensors, parameters by position: an unsharded run's
 checkpoint) into the shards.
 """
 
 from __future__ import annotations
+
+import copy
 
 import torch
 import torch.distributed as dist
@@ -67,13 +70,18 @@ def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
     )
 
 
-def shard_model(model: torch.nn.Module, **options) -> torch.nn.Module:
+def shard_model(model: torch.nn.Module, copy_first: bool = False, **options) -> torch.nn.Module:
     """FSDP2 over the default process group: each decoder layer, then the root (`options`: of
     `fully_shard`, reinforge.distributed.fsdp_policies). Gradients are summed over the ranks, not
-    averaged (the losses are already normalized by the whole batch)."""
+    averaged (the losses are already normalized by the whole batch). `copy_first`: shard a copy
+    and leave `model` as it is (rank 0 keeps its full model), the copy made layer by layer
+    (`copied_layer_by_layer`)."""
+    if copy_first:
+        model = copied_layer_by_layer(model, lambda layer: fully_shard(layer, **options))
+    else:
+        for layer in decoder_layers(model):
+            fully_shard(layer, **options)
     layers = decoder_layers(model)
-    for layer in layers:
-        fully_shard(layer, **options)
     fully_shard(model, **options)
     register_sharded_forwards(model, layers)  # the packed forward and chunked log-softmax, under FSDP's hooks
     for module in model.modules():
@@ -82,6 +90,26 @@ def shard_model(model: torch.nn.Module, **options) -> torch.nn.Module:
             # A plain SUM reduce-scatter (else a divisor of 1 becomes PREMUL_SUM, which gloo lacks).
             module.set_force_sum_reduction_for_comms(True)
     return model
+
+
+def copied_layer_by_layer(model: torch.nn.Module, shard_layer) -> torch.nn.Module:
+    """A deep copy of `model` whose decoder layers get their tensors one layer at a time, each
+    layer handed to `shard_layer` (which frees its full weights) before the next is filled: beside
+    `model`, at most the root's own tensors (embeddings, final norm, head) and one layer exist
+    twice, where a whole `copy.deepcopy` made a second full model first. One deep copy of the
+    structure (the config and every other shared object copied once, as `copy.deepcopy` does),
+    with the layers' parameters and buffers left out of it (None) until their turn."""
+    layers = decoder_layers(model)
+    later = {id(t): None for layer in layers for t in (*layer.parameters(), *layer.buffers())}
+    shell = copy.deepcopy(model, later)
+    for layer, copied in zip(layers, decoder_layers(shell), strict=True):
+        for name, tensor in (*layer.named_parameters(), *layer.named_buffers()):
+            owner_name, _, leaf = name.rpartition(".")
+            owner = copied.get_submodule(owner_name)
+            slots = owner._parameters if leaf in owner._parameters else owner._buffers
+            slots[leaf] = copy.deepcopy(tensor)  # a Parameter stays one, with its requires_grad
+        shard_layer(copied)
+    return shell
 
 
 @torch.no_grad()
@@ -124,6 +152,7 @@ class ShardedPolicyLearner(DataParallelPolicyLearner):
     rank 0's full model in a learner group (reinforge.distributed.learner_group), else nowhere."""
 
     gather_into: torch.nn.Module | None = None
+    copy_before_sharding = False  # rank 0 of a group: train a sharded copy, keep the full model
 
     def __init__(self, *args, precision: str = "fp32", offload: bool = False, **kwargs):
         """`precision` (fp32 / bf16) and `offload`: reinforge.distributed.fsdp_policies."""
@@ -155,7 +184,7 @@ class ShardedPolicyLearner(DataParallelPolicyLearner):
 
     def distribute(self, model: torch.nn.Module) -> torch.nn.Module:
         self._compute_device = next(model.parameters()).device
-        return shard_model(model, **self._shard_options)
+        return shard_model(model, copy_first=self.copy_before_sharding, **self._shard_options)
 
     def pad_micro_batches(self, batch, done: int) -> None:
         """Forwards and backwards of a zero loss on one row, up to the most micro-batches a rank

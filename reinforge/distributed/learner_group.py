@@ -39,7 +39,6 @@ names the dead rank (`LearnerGroup.follower_failure`); a training process that d
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import multiprocessing as mp
 import signal
@@ -185,8 +184,10 @@ class ShardedDriverLearner(DriverLearner, ShardedPolicyLearner):
     loop syncs its engine. `optimizer` is rank 0's view of the sharded AdamW (`DriverOptimizer`):
     in a checkpoint it is the shards every rank writes (reinforge.distributed.sharded_checkpoint)."""
 
+    copy_before_sharding = True  # the sharded copy is made layer by layer (fsdp.copied_layer_by_layer)
+
     def __init__(self, model, *args, **kwargs):
-        super().__init__(copy.deepcopy(model), *args, **kwargs)
+        super().__init__(model, *args, **kwargs)
         self.sharded, self.model = self.model, model
         self.optimizer = DriverOptimizer(self.optimizer, self)
         self.gather_into = model
