@@ -37,13 +37,12 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 from torch.distributed.tensor import DTensor
 from transformers import AutoModel, PretrainedConfig
 
 from reinforge.config import ConfigError
 from reinforge.distributed.ddp import all_reduce_gradients, broadcast_module, shard_rows
-from reinforge.distributed.fsdp import gather_full_weights, load_full_optimizer_state, shard_model
+from reinforge.distributed.fsdp import ShardedDriverSync, gather_full_weights, load_rank0_state, shard_model
 from reinforge.distributed.fsdp_policies import fully_shard_options
 from reinforge.distributed.sharded_checkpoint import load_shards
 from reinforge.distributed.sharded_forward import under_root
@@ -206,10 +205,8 @@ class ShardedCriticLearner(DataParallelCriticLearner):
         """Nothing: FSDP reduce-scatters (sums) each layer's gradient during the backward."""
 
     def load_synced_state(self, state: dict) -> None:
-        """Rank 0's full weights, plain optimizer state (None: nothing to load) and version."""
-        set_model_state_dict(self.trained_model, state["model"], options=StateDictOptions(full_state_dict=True))
-        if state["optimizer"] is not None:
-            load_full_optimizer_state(self.sharded_optimizer, state["optimizer"])
+        """Rank 0's full weights, plain optimizer state and version, tensor by tensor (fsdp.load_rank0_state)."""
+        load_rank0_state(self.trained_model, self.sharded_optimizer, state)
         self.version = state["version"]
 
 
@@ -285,7 +282,7 @@ class ReplicaDriverCritic(DriverCritic, DataParallelCriticLearner):
         self.name, self.version = name, critic.version
 
 
-class ShardedDriverCritic(DriverCritic, ShardedCriticLearner):
+class ShardedDriverCritic(ShardedDriverSync, DriverCritic, ShardedCriticLearner):
     """Rank 0's critic in a sharded group. `model` stays the full value model the loop reads
     (`values` for the advantages, the checkpoint's weights); the update trains a sharded copy
     (`trained_model`) and gathers the new weights back into `model` after every step. `optimizer`
@@ -312,15 +309,6 @@ class ShardedDriverCritic(DriverCritic, ShardedCriticLearner):
     @property
     def sharded_optimizer(self) -> torch.optim.Optimizer:
         return self.optimizer.inner
-
-    def synced_state(self) -> dict:
-        """Rank 0's full weights and a loaded optimizer state, if any; every rank, this one too, shards them."""
-        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.pending, "version": self.version}
-        self.optimizer.pending = None
-        return state
-
-    def state_sent(self, state: dict) -> None:
-        self.load_synced_state(state)
 
     def load_shards(self, entry: dict) -> None:
         """Every rank loads its shards of a sharded checkpoint (the followers on a LOAD_SHARDS message)."""

@@ -27,8 +27,9 @@ docs/scaling.md has the number). Ray workers get the weights one tensor per obje
 (reinforge.distributed.ray_engine). What still holds a second copy on rank 0: the async schedule's
 producer (a snapshot of another version, by design), a LoRA policy's merged engine copy, a bf16
 engine over a float32 model (a half-size cast), vLLM's host copy. Rank 0's sharded copy is made
-one decoder layer at a time (`copied_layer_by_layer`), and rank 0's weights reach the other ranks
-tensor by tensor (`load_synced_state`), never as one message. Checkpoints hold the AdamW
+one decoder layer at a time (`copied_layer_by_layer`), and rank 0's weights and a loaded plain
+optimizer state reach the other ranks tensor by tensor (`ShardedDriverSync`, `load_rank0_state`),
+never as one message. Checkpoints hold the AdamW
 state as every rank's shards (reinforge.distributed.sharded_checkpoint); `load_full_optimizer_state`
 loads a plain optimizer's `state_dict()` (full tensors, parameters by position: an unsharded run's
 checkpoint) into the shards.
@@ -37,6 +38,7 @@ checkpoint) into the shards.
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import torch
 import torch.distributed as dist
@@ -127,22 +129,77 @@ def gather_full_weights(sharded: torch.nn.Module, into: torch.nn.Module | None =
         del full  # freed before the next one is gathered: one full parameter in flight, not two
 
 
+@dataclasses.dataclass(frozen=True)
+class TensorSlot:
+    """Where a plain optimizer state holds a tensor that rank 0 sends on its own: its shape and dtype."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+
+def optimizer_skeleton(state: dict) -> dict:
+    """A plain optimizer `state_dict()` with every tensor of more than one element replaced by its
+    `TensorSlot`: what the other ranks are sent, the moments following one at a time
+    (`load_full_optimizer_state`)."""
+    return {
+        "param_groups": state["param_groups"],
+        "state": {
+            index: {
+                key: TensorSlot(tuple(value.shape), value.dtype) if isinstance(value, torch.Tensor) and value.numel() > 1 else value
+                for key, value in entry.items()
+            }
+            for index, entry in state["state"].items()
+        },
+    }
+
+
 def load_full_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
-    """Load a plain optimizer `state_dict()` (full tensors, as
-    checkpoints hold) into the sharded optimizer: each rank keeps its shard of every moment; the
-    hyperparameters the optimizer was built with stay (as load_optimizer_state does)."""
+    """Load a plain optimizer `state_dict()` (full tensors, as checkpoints hold) into the sharded
+    optimizer, on every rank: rank 0 passes the state, the others its `optimizer_skeleton`, and
+    each moment is scattered from rank 0 one at a time, each rank keeping its shard (no rank
+    receives the whole state). The hyperparameters the optimizer was built with stay (as
+    load_optimizer_state does)."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
     if any(not isinstance(index, int) for index in state["state"]):
         raise ValueError("the optimizer state is not a plain optimizer's state_dict (its parameters are not numbered)")
     local = {"param_groups": state["param_groups"], "state": {}}
     for index, entry in state["state"].items():
         param = params[index]
-        local["state"][index] = {
-            key: distribute_tensor(value, param.device_mesh, param.placements, src_data_rank=None)
-            if isinstance(value, torch.Tensor) and value.shape == param.shape and isinstance(param, DTensor) else value
-            for key, value in entry.items()
-        }
+        local["state"][index] = {}
+        for key, value in entry.items():
+            if isinstance(value, TensorSlot):  # not rank 0: a buffer of the shape, which only the scatter's metadata reads
+                value = torch.empty(value.shape, dtype=value.dtype, device=param.device)
+            if isinstance(value, torch.Tensor) and value.shape == param.shape and isinstance(param, DTensor):
+                value = distribute_tensor(value, param.device_mesh, param.placements, src_data_rank=0)
+            local["state"][index][key] = value
     load_optimizer_state(optimizer, local)
+
+
+def load_rank0_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
+    """Every rank of a sharded group: rank 0's full weights (`state["model"]`; None on the other
+    ranks) broadcast one tensor at a time, each rank keeping its shard, then its plain optimizer
+    state (None: nothing to load; the other ranks hold its skeleton), moment by moment."""
+    weights = state["model"] if state["model"] is not None else {}
+    set_model_state_dict(model, weights, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    if state["optimizer"] is not None:
+        load_full_optimizer_state(optimizer, state["optimizer"])
+
+
+class ShardedDriverSync:
+    """Rank 0 of a sharded group (the policy's and the critic's driver): what the first update
+    sends. The message carries the version and the skeleton of a loaded optimizer state; rank 0's
+    full weights and moments follow it tensor by tensor (`load_rank0_state`), so no rank unpickles
+    a whole model or optimizer state."""
+
+    def synced_state(self) -> dict:
+        self._sending = self.optimizer.pending  # a plain state loaded from an unsharded checkpoint, or None
+        self.optimizer.pending = None
+        skeleton = None if self._sending is None else optimizer_skeleton(self._sending)
+        return {"model": None, "optimizer": skeleton, "version": self.version}
+
+    def state_sent(self, state: dict) -> None:
+        sending, self._sending = self._sending, None
+        self.load_synced_state({**state, "model": self.model.state_dict(), "optimizer": sending})
 
 
 class ShardedPolicyLearner(DataParallelPolicyLearner):
@@ -203,12 +260,7 @@ class ShardedPolicyLearner(DataParallelPolicyLearner):
         return norm.full_tensor() if isinstance(norm, DTensor) else norm
 
     def load_synced_state(self, state: dict) -> None:
-        """Rank 0's full weights, plain optimizer state (None: nothing to load) and version. The
-        weights are rank 0's `state["model"]` (None on the other ranks): broadcast one tensor at a
-        time, each rank keeping its shard of it, so no rank holds a second full copy (a message
-        would carry them all, pickled, to every rank)."""
-        weights = state["model"] if state["model"] is not None else {}
-        set_model_state_dict(self.trained_model, weights, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
-        if state["optimizer"] is not None:
-            load_full_optimizer_state(self.sharded_optimizer, state["optimizer"])
+        """Rank 0's full weights, plain optimizer state and version (`load_rank0_state`): no rank
+        holds a second full copy (a message would carry them all, pickled, to every rank)."""
+        load_rank0_state(self.trained_model, self.sharded_optimizer, state)
         self.version = state["version"]

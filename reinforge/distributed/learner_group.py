@@ -52,7 +52,7 @@ from transformers import AutoModelForCausalLM, PretrainedConfig
 
 from reinforge.config import AlgoConfig, ConfigError, LoraConfig
 from reinforge.distributed.ddp import DataParallelPolicyLearner, free_port, init_distributed, rank_device, shard_rows
-from reinforge.distributed.fsdp import ShardedPolicyLearner
+from reinforge.distributed.fsdp import ShardedDriverSync, ShardedPolicyLearner
 from reinforge.distributed.sharded_checkpoint import SHARDED_DIR, load_shards, save_shards
 from reinforge.distributed.fsdp_policies import process_group_backend
 from reinforge.distributed.teardown import leave_process_group
@@ -175,7 +175,7 @@ class DriverLearner(DataParallelPolicyLearner):
         """Once the group is gone: drop what holds it (a replica holds nothing of it)."""
 
 
-class ShardedDriverLearner(DriverLearner, ShardedPolicyLearner):
+class ShardedDriverLearner(ShardedDriverSync, DriverLearner, ShardedPolicyLearner):
     """Rank 0 of a sharded group (workers.sharding=fsdp). `model` stays the loop's full model, rank
     0's only full copy of the policy (its in-process engine samples it without a copy of its own:
     reinforge.engines.borrowed_decoder; the reference, checkpoints and log-probs outside the update
@@ -199,17 +199,6 @@ class ShardedDriverLearner(DriverLearner, ShardedPolicyLearner):
     @property
     def sharded_optimizer(self) -> torch.optim.Optimizer:
         return self.optimizer.inner
-
-    def synced_state(self) -> dict:
-        """A loaded optimizer state, if any, and the version; rank 0's full weights (the loop may
-        have loaded a checkpoint into `model` since the copy was sharded) follow the message one
-        tensor at a time (`state_sent`). Every rank, this one too, shards them."""
-        state = {"model": None, "optimizer": self.optimizer.pending, "version": self.version}
-        self.optimizer.pending = None
-        return state
-
-    def state_sent(self, state: dict) -> None:
-        self.load_synced_state({**state, "model": self.model.state_dict()})
 
     def load_shards(self, entry: dict) -> None:
         """Every rank loads its shards of a sharded checkpoint (the followers on a LOAD_SHARDS message)."""
