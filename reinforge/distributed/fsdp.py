@@ -12,7 +12,7 @@ Everything outside the update reads full weights on rank 0, the loop's model: it
 engine samples it; evaluation samples through that engine; log-probs outside the update (a
 LoRA reference's, adapters off; an advantage's extra terms) are its forwards; checkpoints' `model/` and
 `final/` are written from it (safetensors writes from the tensors, no copy); Ray workers and vLLM
-are sent its weights; a LoRA policy's engine samples a merged copy of it. (A reference model and a
+are sent its weights; a LoRA policy's engine reads its adapters unmerged. (A reference model and a
 critic are other models.) `gather_full_weights` all-gathers the update into it parameter by
 parameter after every step: one full parameter in flight at a time, freed before the next.
 
@@ -25,8 +25,8 @@ touches one seam (the engine's decoder, reinforge.engines.borrowed_decoder, chos
 costs a slower decode (separate q/k/v and gate/up matmuls over the model's [out, in] matrices:
 docs/scaling.md has the number). Ray workers get the weights one tensor per object
 (reinforge.distributed.ray_engine). What still holds a second copy on rank 0: the async schedule's
-producer (a snapshot of another version, by design), a LoRA policy's merged engine copy, a bf16
-engine over a float32 model (a half-size cast), vLLM's host copy. Rank 0's sharded copy is made
+producer (a snapshot of another version, by design), a bf16 engine over a float32 model (a
+half-size cast), vLLM's host copy. Rank 0's sharded copy is made
 one decoder layer at a time (`copied_layer_by_layer`), and rank 0's weights and a loaded plain
 optimizer state reach the other ranks tensor by tensor (`ShardedDriverSync`, `load_rank0_state`),
 never as one message. Checkpoints hold the AdamW

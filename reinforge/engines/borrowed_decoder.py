@@ -11,6 +11,8 @@ and v (and gate, up) as separate matmuls whose outputs it joins, and multiplies 
 matrices as stored. The same math; the rounding of a differently blocked GEMM (engine and learner
 log-probs agree within the bounds the tests already use). Borrowing needs the engine's dtype to be
 the model's (a bf16 engine over a float32 model casts, i.e. copies: `TorchEngine` then copies).
+Over a LoRA model (peft layers in the base model) it reads each adapted projection unmerged, base
+and adapter where they are (reinforge.engines.lora_matrix), instead of sampling a merged copy.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from reinforge.engines.llama_decoder import FusedLlamaDecoder
+from reinforge.engines.lora_matrix import LoraMatrix, weight_of
 
 
 class BorrowedLlamaDecoder(FusedLlamaDecoder):
@@ -36,11 +39,14 @@ class BorrowedLlamaDecoder(FusedLlamaDecoder):
     def _vector(self, t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else t.detach()
 
-    def _matrix(self, t: torch.Tensor) -> torch.Tensor:
-        return t.detach()
+    def _weight(self, module: torch.nn.Module) -> torch.Tensor | LoraMatrix:
+        return weight_of(module)
 
-    def _joined_matrix(self, parts: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        return tuple(part.detach() for part in parts)
+    def _matrix(self, t: torch.Tensor | LoraMatrix) -> torch.Tensor | LoraMatrix:
+        return t if isinstance(t, LoraMatrix) else t.detach()
+
+    def _joined_matrix(self, parts: list[torch.Tensor | LoraMatrix]) -> tuple[torch.Tensor | LoraMatrix, ...]:
+        return tuple(self._matrix(part) for part in parts)
 
     def _joined_vector(self, parts: list[torch.Tensor | None]) -> tuple[torch.Tensor, ...] | None:
         return None if parts[0] is None else tuple(part.detach() for part in parts)

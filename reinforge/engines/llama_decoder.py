@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
+from reinforge.engines.lora_matrix import LoraMatrix
 from reinforge.engines.rotary import rotate, signed_sin
 from reinforge.engines.shared_prefixes import first_rows_with_prefix
 from reinforge.engines.shared_prompt_attention import shared_prompt_attention
@@ -84,10 +85,13 @@ def supports(model: PreTrainedModel) -> bool:
 
 def joined_linear(x: torch.Tensor, weight, bias) -> torch.Tensor:
     """F.linear over one matrix, or over the parts of a joined one (a tuple: a borrowing decoder's
-    q, k, v or gate, up, reinforge.engines.borrowed_decoder), their outputs side by side."""
+    q, k, v or gate, up, reinforge.engines.borrowed_decoder), their outputs side by side; a part may
+    be a LoRA layer read unmerged (reinforge.engines.lora_matrix)."""
     if isinstance(weight, torch.Tensor):
         return F.linear(x, weight, bias)
-    return torch.cat([F.linear(x, w, b) for w, b in zip(weight, bias or (None,) * len(weight))], dim=-1)
+    if isinstance(weight, LoraMatrix):
+        return weight.linear(x, bias)
+    return torch.cat([joined_linear(x, w, b) for w, b in zip(weight, bias or (None,) * len(weight))], dim=-1)
 
 
 @dataclass
@@ -215,6 +219,10 @@ class FusedLlamaDecoder:
     def _vector(self, t: torch.Tensor | None) -> torch.Tensor | None:
         return None if t is None else t.detach().to(self.dtype, copy=True)
 
+    def _weight(self, module: torch.nn.Module):
+        """The weight of one of a layer's projections (a borrowing decoder may read a LoRA layer unmerged)."""
+        return module.weight
+
     def _matrix(self, t: torch.Tensor) -> torch.Tensor | decode_gemm.PanelMatrix:
         if self.panel_gemm:
             return decode_gemm.PanelMatrix(t.detach().to(self.dtype))
@@ -238,14 +246,14 @@ class FusedLlamaDecoder:
             self.layers.append(
                 _Layer(
                     input_norm=self._vector(layer.input_layernorm.weight),
-                    qkv_weight=self._joined_matrix([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]),
+                    qkv_weight=self._joined_matrix([self._weight(attn.q_proj), self._weight(attn.k_proj), self._weight(attn.v_proj)]),
                     qkv_bias=self._joined_vector([attn.q_proj.bias, attn.k_proj.bias, attn.v_proj.bias]),
-                    o_weight=self._matrix(attn.o_proj.weight),
+                    o_weight=self._matrix(self._weight(attn.o_proj)),
                     o_bias=self._vector(attn.o_proj.bias),
                     post_norm=self._vector(layer.post_attention_layernorm.weight),
-                    gate_up_weight=self._joined_matrix([mlp.gate_proj.weight, mlp.up_proj.weight]),
+                    gate_up_weight=self._joined_matrix([self._weight(mlp.gate_proj), self._weight(mlp.up_proj)]),
                     gate_up_bias=self._joined_vector([mlp.gate_proj.bias, mlp.up_proj.bias]),
-                    down_weight=self._matrix(mlp.down_proj.weight),
+                    down_weight=self._matrix(self._weight(mlp.down_proj)),
                     down_bias=self._vector(mlp.down_proj.bias),
                     scaling=float(attn.scaling),
                 )

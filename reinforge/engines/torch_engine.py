@@ -31,6 +31,7 @@ from reinforge.engines.base import Generation, SamplingParams
 from reinforge.engines.borrowed_decoder import BorrowedLlamaDecoder
 from reinforge.engines.decode_hook import DecodeCheck, DecodeHook
 from reinforge.engines.sampling import sample_next
+from reinforge.engines.lora_matrix import unmerged_reason
 from reinforge.models.lora import inference_copy, is_lora_model, merged_state_dict
 
 # Prompts at least this wide are cached once per group when a group's rows come together: below
@@ -106,29 +107,40 @@ class TorchEngine:
     ):
         """`borrow_weights` (a sharded learner's rank 0): the fused decoder reads the model's own
         weight tensors instead of copying them (reinforge.engines.borrowed_decoder), when the engine
-        samples in the model's dtype; the model must then not change between a `sync_weights` and
-        the sampling that follows it."""
+        samples in the model's dtype, and a LoRA model's adapters unmerged instead of sampling a
+        merged copy; the model must then not change between a `sync_weights` and the sampling that
+        follows it."""
         choice.check_mode(decode_kernels, "engine.decode_kernels")  # here, not at the first rollout
         self.owns_model = owns_model
         self.decode_kernels = decode_kernels
         self.source = model  # the learner's model
-        self.model = inference_copy(model) if is_lora_model(model) else model  # what samples
         self.pad_token_id = pad_token_id
         self.dtype = DTYPES[dtype]
         self.max_batch_size = max_batch_size
-        reason = llama_decoder.unsupported_reason(self.model)
+        lora = is_lora_model(model)
+        base = model.get_base_model() if lora else model  # a LoRA model's: peft's layers in it
+        reason = llama_decoder.unsupported_reason(base)
         self.fused = fused and reason is None
         if fused and reason is not None:
             logger.info("TorchEngine samples through transformers' forward (HFDecoder): the fused decoder cannot run this model: %s", reason)
-        model_dtypes = {p.dtype for p in self.model.parameters()}
-        self.borrow_weights = borrow_weights and model_dtypes == {self.dtype}
-        if borrow_weights and not self.borrow_weights:
-            logger.info("TorchEngine copies the weights it samples: rollout.engine_dtype=%s is not the model's dtype", dtype)
+        refusal = None
+        if borrow_weights:
+            if not self.fused:
+                refusal = "only the fused decoder borrows"
+            elif {p.dtype for p in base.parameters()} != {self.dtype}:
+                refusal = f"rollout.engine_dtype={dtype} is not the model's dtype"
+            elif lora:
+                refusal = unmerged_reason(model)
+            if refusal is not None:
+                logger.info("TorchEngine copies the weights it samples: %s", refusal)
+        self.borrow_weights = borrow_weights and refusal is None
+        # what samples: the model itself (borrowed, a LoRA one's adapters unmerged), or a LoRA model's merged copy
+        self.model = inference_copy(model) if lora and not self.borrow_weights else base
         self.policy_version = 0
         self._decoder: llama_decoder.FusedLlamaDecoder | HFDecoder | None = None
 
     def sync_weights(self, version: int) -> None:
-        if self.model is not self.source:  # LoRA: the merged weights of the adapters trained so far
+        if is_lora_model(self.source) and not self.borrow_weights:  # the merged weights of the adapters trained so far
             self.model.load_state_dict(merged_state_dict(self.source))
         self.policy_version = version
         self._decoder = None  # rebuilt from the model's current weights on next use

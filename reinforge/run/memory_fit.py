@@ -344,20 +344,24 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
     elif (a.kl_coef > 0 or a.ace_alpha > 0) and a.ref_reset_every:  # LoRA: a copy of the adapters at each reset
         resident["reference adapters"] = 4 * trainable
     sampling_copy = 0  # a weight copy held only while sampling (rollout, evaluation)
+    # a sharded rank 0's in-process engine samples the model's own weights (engines/borrowed_decoder),
+    # a LoRA model's adapters unmerged (engines/lora_matrix): no copy, and nothing merged at a sync
+    borrowed = (
+        cfg.engine.type != "vllm" and cfg.workers.workers == 0 and cfg.workers.sharding == "fsdp"
+        and r.engine_dtype == "float32" and shape.fused
+    )
     if cfg.engine.type == "vllm" and cfg.workers.workers == 0:  # (with Ray workers vLLM runs in them)
         resident["engine copy"] = engine_bytes * p + (0 if on_gpu else int(cfg.engine.kv_cache_gib * GIB))
         notes["engine copy"] = f"vLLM's weights and engine.kv_cache_gib={cfg.engine.kv_cache_gib}"
         if cfg.trainer.schedule == "async":  # the snapshots waiting, and the producer's and evaluation's sets the engine switches between
             resident["async producer"] = (cfg.trainer.max_staleness + 3) * 4 * p
     elif cfg.workers.workers == 0:
-        fused_copy = engine_bytes * p if shape.fused else 0
-        if cfg.workers.sharding == "fsdp" and r.engine_dtype == "float32":  # it samples the model's own weights (engines/borrowed_decoder)
-            fused_copy = 0
+        fused_copy = 0 if borrowed or not shape.fused else engine_bytes * p
         if cfg.trainer.schedule == "sync":  # released after each rollout (TorchEngine.release_memory)
             sampling_copy = fused_copy
         else:
             resident["engine copy"] = fused_copy
-        if lora is not None:  # the plain model the engine samples from (lora.inference_copy)
+        if lora is not None and not borrowed:  # the plain model the engine samples from (lora.inference_copy)
             resident["engine copy"] = resident.get("engine copy", 0) + 4 * p
         if cfg.trainer.schedule == "async":  # the producer's own model, its engine, and the weight snapshots waiting for it
             resident["async producer"] = 4 * p + engine_bytes * p + (cfg.trainer.max_staleness + 1) * 4 * p
@@ -424,7 +428,7 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
         "sampling": sampling_bytes(shape, eval_rows, eval_groups, sizes.prompt, engine_bytes),
         "engine copy": sampling_copy,
     }
-    if lora is not None:
+    if lora is not None and not borrowed:
         phases["weight sync"] = {"gradients": gradients, "merged LoRA weights": 4 * shape.lora_targeted(lora)}
     if cfg.critic.enabled:
         c = critic_shape or shape

@@ -91,6 +91,12 @@ def test_a_sharded_rank_0s_engine_samples_the_model_without_a_copy() -> None:
     assert copy_bytes("workers.sharding=fsdp") == 0
     assert copy_bytes("workers.sharding=fsdp", "rollout.engine_dtype=bfloat16") == 2 * p
 
+    def resident_copy(*overrides: str) -> int:  # a LoRA policy's merged copy, held for the run
+        return predict(load_config("default", [*base, "model.lora.r=2", *overrides]), model_shape(tiny_config()), prompt_tokens=4).resident.get("engine copy", 0)
+
+    assert resident_copy() == 4 * p
+    assert resident_copy("workers.sharding=fsdp") == 0  # the adapters read unmerged (engines/lora_matrix)
+
 
 def test_the_no_grad_passes_are_counted_at_their_own_budget() -> None:
     """algo.logprob_max_tokens: the reference's pass holds one layer's transients and a log-prob
