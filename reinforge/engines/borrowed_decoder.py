@@ -12,7 +12,7 @@ matrices as stored. The same math; the rounding of a differently blocked GEMM (e
 log-probs agree within the bounds the tests already use). Borrowing needs the engine's dtype to be
 the model's (a bf16 engine over a float32 model casts, i.e. copies: `TorchEngine` then copies).
 Over a LoRA model (peft layers in the base model) it reads each adapted projection unmerged, base
-and adapter where they are (reinforge.engines.lora_matrix), instead of sampling a merged copy.
+and adapter where they are (reinforge.engines.borrowed_weights), instead of sampling a merged copy.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from reinforge.engines.llama_decoder import FusedLlamaDecoder
-from reinforge.engines.lora_matrix import LoraMatrix, weight_of
+from reinforge.engines.borrowed_weights import LoraMatrix, weight_of
 
 
 class BorrowedLlamaDecoder(FusedLlamaDecoder):

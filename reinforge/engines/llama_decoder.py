@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
-from reinforge.engines.lora_matrix import LoraMatrix
+from reinforge.engines.borrowed_weights import joined_linear
 from reinforge.engines.rotary import rotate, signed_sin
 from reinforge.engines.shared_prefixes import first_rows_with_prefix
 from reinforge.engines.shared_prompt_attention import shared_prompt_attention
@@ -81,17 +81,6 @@ def unsupported_reason(model: PreTrainedModel) -> str | None:
 
 def supports(model: PreTrainedModel) -> bool:
     return unsupported_reason(model) is None
-
-
-def joined_linear(x: torch.Tensor, weight, bias) -> torch.Tensor:
-    """F.linear over one matrix, or over the parts of a joined one (a tuple: a borrowing decoder's
-    q, k, v or gate, up, reinforge.engines.borrowed_decoder), their outputs side by side; a part may
-    be a LoRA layer read unmerged (reinforge.engines.lora_matrix)."""
-    if isinstance(weight, torch.Tensor):
-        return F.linear(x, weight, bias)
-    if isinstance(weight, LoraMatrix):
-        return weight.linear(x, bias)
-    return torch.cat([joined_linear(x, w, b) for w, b in zip(weight, bias or (None,) * len(weight))], dim=-1)
 
 
 @dataclass
@@ -220,8 +209,7 @@ class FusedLlamaDecoder:
         return None if t is None else t.detach().to(self.dtype, copy=True)
 
     def _weight(self, module: torch.nn.Module):
-        """The weight of one of a layer's projections (a borrowing decoder may read a LoRA layer unmerged)."""
-        return module.weight
+        return module.weight  # of one of a layer's projections (a borrowing decoder reads a LoRA layer unmerged)
 
     def _matrix(self, t: torch.Tensor) -> torch.Tensor | decode_gemm.PanelMatrix:
         if self.panel_gemm:

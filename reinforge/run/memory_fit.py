@@ -345,7 +345,7 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
         resident["reference adapters"] = 4 * trainable
     sampling_copy = 0  # a weight copy held only while sampling (rollout, evaluation)
     # a sharded rank 0's in-process engine samples the model's own weights (engines/borrowed_decoder),
-    # a LoRA model's adapters unmerged (engines/lora_matrix): no copy, and nothing merged at a sync
+    # a LoRA model's adapters unmerged (engines/borrowed_weights): no copy, and nothing merged at a sync
     borrowed = (
         cfg.engine.type != "vllm" and cfg.workers.workers == 0 and cfg.workers.sharding == "fsdp"
         and r.engine_dtype == "float32" and shape.fused

@@ -1,5 +1,5 @@
 """A borrowing engine over a LoRA model (a sharded learner's rank 0 with model.lora) reads the base
-weights and the adapters where they are, unmerged (reinforge.engines.lora_matrix), instead of
+weights and the adapters where they are, unmerged (reinforge.engines.borrowed_weights), instead of
 sampling a merged copy: the same samples as the merged copy, no full-size weight of its own."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from float_bounds import forward_bound
 from reinforge.config import LoraConfig
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.borrowed_decoder import BorrowedLlamaDecoder
-from reinforge.engines.lora_matrix import LoraMatrix
+from reinforge.engines.borrowed_weights import LoraMatrix
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.models.lora import apply_lora, peft_available
 from test_borrowed_decoder import own_bytes

@@ -95,7 +95,7 @@ def test_a_sharded_rank_0s_engine_samples_the_model_without_a_copy() -> None:
         return predict(load_config("default", [*base, "model.lora.r=2", *overrides]), model_shape(tiny_config()), prompt_tokens=4).resident.get("engine copy", 0)
 
     assert resident_copy() == 4 * p
-    assert resident_copy("workers.sharding=fsdp") == 0  # the adapters read unmerged (engines/lora_matrix)
+    assert resident_copy("workers.sharding=fsdp") == 0  # the adapters read unmerged (engines/borrowed_weights)
 
 
 def test_the_no_grad_passes_are_counted_at_their_own_budget() -> None:

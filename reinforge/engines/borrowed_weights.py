@@ -1,4 +1,5 @@
-"""A LoRA-adapted weight read unmerged, W x + s B (A x), for a decoder that borrows a LoRA model's tensors.
+"""The weights a borrowing decoder multiplies (reinforge.engines.borrowed_decoder): the parts of a
+joined matrix side by side, and a LoRA-adapted projection read unmerged, W x + s B (A x).
 
 A LoRA policy's engine samples a merged copy (reinforge.models.lora.inference_copy: W + s B A for
 every adapted matrix), i.e. a second full copy of the model. A sharded learner's rank 0
@@ -28,6 +29,16 @@ class LoraMatrix:
 
     def linear(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         return F.linear(x, self.base, bias) + F.linear(F.linear(x, self.down), self.up) * self.scale
+
+
+def joined_linear(x: torch.Tensor, weight, bias) -> torch.Tensor:
+    """F.linear over one matrix, or over the parts of a joined one (a tuple: a borrowing decoder's
+    q, k, v or gate, up), their outputs side by side; a part may be a `LoraMatrix`."""
+    if isinstance(weight, torch.Tensor):
+        return F.linear(x, weight, bias)
+    if isinstance(weight, LoraMatrix):
+        return weight.linear(x, bias)
+    return torch.cat([joined_linear(x, w, b) for w, b in zip(weight, bias or (None,) * len(weight))], dim=-1)
 
 
 def is_lora_layer(module: torch.nn.Module) -> bool:
