@@ -33,8 +33,9 @@ distribution does not); greedy samples agree up to float ties.
 
 Weights are versioned and verified (reinforge.engines.weight_sync). `sync_weights(version)` reads
 the learner model's current state_dict (the engine holds a reference to that model; a LoRA
-model's merged weights), sends it over the pipe (a copy in memory, no file) and vLLM reloads it in
-place (`Worker.reload_weights` with a weights iterator: no restart); the child echoes (version,
+model's merged weights), sends it over the pipe one tensor per message (no file, and neither
+process holds the whole state pickled) and vLLM reloads it in place (`Worker.reload_weights` with
+an iterator that reads the pipe as vLLM asks for the next tensor: no restart); the child echoes (version,
 checksum of the tensors it received) and a wrong echo raises `WeightSyncError`. vLLM starts with
 dummy weights (`load_format=dummy`) from the model's config.json alone, written to a temporary
 directory, and gets the learner's weights as version 0 before its first call. On a GPU the
@@ -307,7 +308,7 @@ class VllmEngine(SharedWeights):
         if weights.payload is None:
             raise WeightSyncError(f"weights of version {weights.version} are no longer held here (a sync without lanes forgets them)")
         self._held = None  # unknown until the echo: a failed load leaves the next call to load again
-        echo = tuple(self._call("load", (weights.payload, weights.version), timeout_s or self.timeout_s, key))
+        echo = tuple(self._call("load", (len(weights.payload), weights.version), timeout_s or self.timeout_s, key, weights.payload))
         if echo != (weights.version, weights.checksum):
             raise WeightSyncError(
                 f"the vLLM engine echoed weights (version {echo[0]}, checksum {echo[1]}) but the learner sent "
@@ -320,11 +321,14 @@ class VllmEngine(SharedWeights):
         if not self._lanes and self._mine is not None and self._mine.same(self._held):
             self._mine = self._held = WeightSet(None, self._mine.version, self._mine.checksum)
 
-    def _call(self, op: str, payload: Any, timeout_s: float, key: str) -> Any:
+    def _call(self, op: str, payload: Any, timeout_s: float, key: str, tensors: dict[str, torch.Tensor] | None = None) -> Any:
+        """Send one request, then `tensors` one message each (a load: the child reads them as vLLM asks), and wait for the answer."""
         if self._process is None:
             raise VllmEngineError("the vLLM engine is closed")
         try:
             self._conn.send((op, payload))
+            for name, tensor in (tensors or {}).items():
+                self._conn.send((name, tensor.detach().to("cpu").contiguous()))
         except OSError as err:  # BrokenPipeError: the process is gone
             code = self._exitcode()
             self.close(kill=True)

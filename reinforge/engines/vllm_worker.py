@@ -6,9 +6,11 @@ so the model the weights are loaded into is here, reachable without a second hop
 
 Requests, one at a time, each a tuple (op, payload); every answer is ("ok", result) or
 ("error", traceback text):
-- ("load", (state, version)): reload the weights in place from `state` (name -> tensor, in the
-  Hugging Face checkpoint's names) through the worker's `reload_weights` (no restart, no disk);
-  answers (version, checksum of the tensors received).
+- ("load", (count, version)), then `count` messages (name, tensor), one tensor each (in the
+  Hugging Face checkpoint's names): reload the weights in place through the worker's
+  `reload_weights` (no restart, no disk), reading each tensor from the pipe as vLLM asks for the
+  next, so neither process holds the whole state pickled; answers (version, checksum of the tensors
+  received).
 - ("generate", (prompts, params, seeds, max_tokens, full_vocab, stop_when)): one completion per
   prompt, as (token ids, log-probs, finish reason). With a partial-rollout stop rule `stop_when`
   the requests are stepped one engine step at a time and the running ones aborted once the rule
@@ -27,7 +29,7 @@ from typing import Any
 import torch
 
 from reinforge.engines.lockstep_stop import LockstepStop
-from reinforge.engines.weight_sync import state_checksum
+from reinforge.engines.weight_sync import add_to_checksum, checksum_digest
 
 _request_ids = itertools.count()  # request ids of stepped calls, unique over the process's life
 
@@ -54,7 +56,7 @@ def serve(conn: Any, spec: dict) -> None:
             if op == "close":
                 conn.send(("ok", None))
                 return
-            result = _load(llm, *payload) if op == "load" else _generate(llm, *payload)
+            result = _load(llm, conn, *payload) if op == "load" else _generate(llm, *payload)
         except BaseException:  # noqa: BLE001 - one failed call is the caller's error, not the end of the engine
             conn.send(("error", traceback.format_exc()))
             continue
@@ -82,13 +84,23 @@ def _start(spec: dict):
     return LLM(**kwargs)
 
 
-def _load(llm, state: dict[str, torch.Tensor], version: int) -> tuple[int, str]:
-    def reload(worker) -> None:
-        worker.reload_weights(weights_iterator=iter(state.items()))
+def _load(llm, conn, count: int, version: int) -> tuple[int, str]:
+    digest = checksum_digest()
 
-    llm.collective_rpc(reload)
+    def received():
+        for _ in range(count):
+            name, tensor = conn.recv()
+            add_to_checksum(digest, name, tensor)
+            yield name, tensor
+
+    stream = received()
+    try:
+        llm.collective_rpc(lambda worker: worker.reload_weights(weights_iterator=stream))
+    finally:
+        for _ in stream:  # what vLLM did not read (or all of it, after a failure): the pipe's next message is a request
+            pass
     llm.reset_prefix_cache()  # cached KV blocks were computed by the old weights
-    return version, state_checksum(state)
+    return version, digest.hexdigest()
 
 
 def _generate(

@@ -41,12 +41,21 @@ class WeightSyncError(RuntimeError):
 
 def state_checksum(state: dict[str, torch.Tensor]) -> str:
     """BLAKE2b over every tensor's name, dtype, shape and bytes, in state_dict order."""
-    digest = hashlib.blake2b(digest_size=16)
+    digest = checksum_digest()
     for name, tensor in state.items():
-        t = tensor.detach().cpu().contiguous()
-        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        digest.update(t.reshape(-1).view(torch.uint8).numpy().data)
+        add_to_checksum(digest, name, tensor)
     return digest.hexdigest()
+
+
+def checksum_digest():
+    """A `state_checksum` computed as the tensors come (`add_to_checksum`), for a state received one tensor at a time."""
+    return hashlib.blake2b(digest_size=16)
+
+
+def add_to_checksum(digest, name: str, tensor: torch.Tensor) -> None:
+    t = tensor.detach().cpu().contiguous()
+    digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+    digest.update(t.reshape(-1).view(torch.uint8).numpy().data)
 
 
 @dataclass(frozen=True)

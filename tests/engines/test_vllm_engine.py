@@ -140,6 +140,18 @@ def test_weight_sync_changes_samples_and_is_verified(engine, policy, tokenizer, 
         engine.sync_weights(2)
 
 
+def test_a_sync_sends_one_tensor_per_message(engine, policy, monkeypatch) -> None:
+    """Neither process holds the whole state pickled: the request, then one message per tensor."""
+    sent = []
+    real_send = engine._conn.send
+    monkeypatch.setattr(engine._conn, "send", lambda message: (sent.append(message), real_send(message))[1])
+    engine.sync_weights(5)
+    state = policy.state_dict()
+    assert sent[0] == ("load", (len(state), 5))
+    assert [name for name, _ in sent[1:]] == list(state)
+    assert all(torch.equal(tensor, state[name]) for name, tensor in sent[1:])
+
+
 def test_truncated_sampling_gives_the_untruncated_logprobs(tokenizer, arithmetic_prompts) -> None:
     """With top-k / top-p the engine runs vLLM's raw_logprobs mode: at T = 1 the sampled token's own
     log-prob, at another T the full vocabulary rescaled here; both before truncation."""
