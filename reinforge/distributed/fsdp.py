@@ -26,7 +26,7 @@ costs a slower decode (separate q/k/v and gate/up matmuls over the model's [out,
 docs/scaling.md has the number). Ray workers get the weights one tensor per object
 (reinforge.distributed.ray_engine). What still holds a second copy on rank 0: the async schedule's
 producer (a snapshot of another version, by design), a bf16 engine over a float32 model (a
-half-size cast), vLLM's host copy. Rank 0's sharded copy is made
+half-size cast); vLLM is sent the model's own tensors one per message. Rank 0's sharded copy is made
 one decoder layer at a time (`copied_layer_by_layer`), and rank 0's weights and a loaded plain
 optimizer state reach the other ranks tensor by tensor (`ShardedDriverSync`, `load_rank0_state`),
 never as one message. Checkpoints hold the AdamW

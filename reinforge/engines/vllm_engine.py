@@ -190,8 +190,22 @@ class VllmEngine(SharedWeights):
     # ------------------------------------------------------------------ the Engine protocol
 
     def sync_weights(self, version: int) -> None:
-        """Load the learner model's current weights into vLLM as `version` (in place, no restart)."""
-        super().sync_weights(version)
+        """Load the learner model's current weights into vLLM as `version` (in place, no restart).
+        Without lanes nothing samples them later from here, so the model's own tensors are sent as
+        they are (no host copy of the whole state on a CPU; on a GPU one tensor at a time comes to
+        the host); with lanes a snapshot is kept, which a lane may load later."""
+        if self._lanes:
+            super().sync_weights(version)
+        else:
+            state = {name: tensor.detach() for name, tensor in merged_state_dict(self.model).items()}
+            self._mine, self.policy_version = WeightSet(state, version, state_checksum(state)), version
+            try:
+                with self._lock:
+                    self._push(self._mine)
+            finally:  # never keep references to tensors the next update changes
+                self._mine = WeightSet(None, version, self._mine.checksum)
+                if self._held is not None and self._held.same(self._mine):
+                    self._held = self._mine
         self._forget_payload()
 
     def lane(self) -> WeightLane:

@@ -150,6 +150,9 @@ def test_a_sync_sends_one_tensor_per_message(engine, policy, monkeypatch) -> Non
     assert sent[0] == ("load", (len(state), 5))
     assert [name for name, _ in sent[1:]] == list(state)
     assert all(torch.equal(tensor, state[name]) for name, tensor in sent[1:])
+    # without lanes the model's own tensors go out (no host copy of the whole state), and none is kept after
+    assert all(tensor.data_ptr() == state[name].data_ptr() for name, tensor in sent[1:])
+    assert engine._mine.payload is None and engine._held.payload is None
 
 
 def test_truncated_sampling_gives_the_untruncated_logprobs(tokenizer, arithmetic_prompts) -> None:
