@@ -9,15 +9,18 @@ import copy
 import math
 import weakref
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch.distributed.tensor import DTensor
 
 from deadlines import PROCESS_START_S
+from reinforge.config import LoraConfig
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.torch_engine import TorchEngine
 from reinforge.learner.policy_objective import make_policy_objective
+from reinforge.models.lora import apply_lora
 from reinforge.models.tiny_llama import build_tiny_llama
 from float_bounds import forward_bound
 from tensor_storages import storages
@@ -52,7 +55,7 @@ def padded_bytes(param: torch.Tensor) -> int:
     return rows * math.prod(param.shape[1:]) * param.element_size()
 
 
-def rank_0(index: int, path: str) -> None:
+def rank_0(index: int, path: str, lora: bool = False) -> None:
     """Rank 0 in a process of its own (its group's sockets stay out of pytest's process): a learner
     group on the loop's model, a borrowing and a copying engine over that model, one step."""
     from reinforge.distributed.learner_group import STEP, FollowerSpec, LearnerGroup
@@ -62,9 +65,12 @@ def rank_0(index: int, path: str) -> None:
     batch = make_batch(len(tokenizer), tokenizer.pad_token_id)
     algo = algo_for("token_mean")
     model = build_tiny_llama(tokenizer, "nano", seed=0)
+    adapters = LoraConfig(r=4) if lora else None
+    if lora:  # rank 0's engine reads the adapters unmerged (engines/borrowed_weights); the copying one merges a copy
+        model = apply_lora(model, adapters)
     prompts = [tokenizer(text).input_ids for text in ("12+34=", "5+678=", "90+1=")]
     params = SamplingParams(max_new_tokens=MAX_RESPONSE, temperature=1.0)
-    spec = FollowerSpec(model.config, dict(lr=LR, micro_batch_size=2, max_response_tokens=MAX_RESPONSE), algo, threads=1, timeout_s=PROCESS_START_S, sharding="fsdp")
+    spec = FollowerSpec(model.config, dict(lr=LR, micro_batch_size=2, max_response_tokens=MAX_RESPONSE), algo, threads=1, timeout_s=PROCESS_START_S, sharding="fsdp", lora=adapters)
     engines = {kind: TorchEngine(model, tokenizer.pad_token_id, borrow_weights=kind == "borrowing") for kind in ("borrowing", "copying")}
     ledgers = {kind: FullWeightLedger(model, engine) for kind, engine in engines.items()}
     original = DTensor.full_tensor
@@ -113,6 +119,7 @@ def rank_0(index: int, path: str) -> None:
     torch.save(dict(
         peaks={kind: ledger.peak for kind, ledger in ledgers.items()},
         model_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),
+        base_bytes=sum(p.numel() * p.element_size() for name, p in model.named_parameters() if "lora_" not in name),
         largest=max(padded_bytes(p) for p in model.parameters()),
         trained=sum(1 for p in model.parameters() if p.requires_grad),
         gathers=gathers,
@@ -127,14 +134,18 @@ def rank_0(index: int, path: str) -> None:
     ), path)
 
 
-def test_rank_0_holds_one_full_copy_through_a_sharded_weight_sync(tmp_path) -> None:
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_rank_0_holds_one_full_copy_through_a_sharded_weight_sync(tmp_path, lora: bool) -> None:
     """Through a rollout, a sharded step whose weights are gathered into the loop's model, the
     sync and the next rollout, rank 0's full-size policy weights never exceed one full copy plus
     one gathered parameter; the engine that copied its weights (before) held two copies, which the
     same count sees. The synced engine samples the learner's new weights: the same tokens as an
-    engine over a copy of them, log-probs within float32 bounds."""
+    engine over a copy of them, log-probs within float32 bounds. With LoRA adapters (the copying
+    engine samples a merged copy; the borrowing one reads the adapters unmerged) the same."""
+    if lora:
+        pytest.importorskip("peft")
     path = tmp_path / "rank0.pt"
-    process = mp.spawn(rank_0, args=(str(path),), nprocs=1, join=False)
+    process = mp.spawn(rank_0, args=(str(path), lora), nprocs=1, join=False)
     try:
         assert process.join(timeout=PROCESS_START_S), "rank 0 did not finish"
     finally:
@@ -151,7 +162,7 @@ def test_rank_0_holds_one_full_copy_through_a_sharded_weight_sync(tmp_path) -> N
     assert out["moved"] < 10 * LR
     one_copy = out["model_bytes"] + out["largest"]
     assert out["peaks"]["borrowing"] <= one_copy, out["peaks"]
-    assert out["peaks"]["copying"] >= 2 * out["model_bytes"], out["peaks"]  # the count sees a second copy
+    assert out["peaks"]["copying"] >= out["model_bytes"] + out["base_bytes"], out["peaks"]  # the count sees a second copy
     assert out["borrowed"], "the borrowing engine's decoder reads the model's own storages"
     assert out["tokens"]["borrowing"] == out["tokens"]["reference"] == out["tokens"]["copying"]
     assert out["logprob_gap"] < out["bound"]
