@@ -171,6 +171,8 @@ def load_full_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> 
                 value = torch.empty(value.shape, dtype=value.dtype, device=param.device)
             if isinstance(value, torch.Tensor) and value.shape == param.shape and isinstance(param, DTensor):
                 value = distribute_tensor(value, param.device_mesh, param.placements, src_data_rank=0)
+            elif isinstance(entry[key], TensorSlot):  # the skeleton only carries what the shards scatter
+                raise ValueError(f"optimizer state {index}.{key} {entry[key].shape} is not laid out like its parameter {tuple(param.shape)}")
             local["state"][index][key] = value
     load_optimizer_state(optimizer, local)
 

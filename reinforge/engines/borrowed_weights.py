@@ -45,12 +45,16 @@ def is_lora_layer(module: torch.nn.Module) -> bool:
     return hasattr(module, "lora_A") and hasattr(module, "base_layer")
 
 
+def active_adapters(module: torch.nn.Module) -> list[str]:
+    return [a for a in module.active_adapters if a in module.lora_A]
+
+
 def weight_of(module: torch.nn.Module) -> torch.Tensor | LoraMatrix:
     """What a borrowing decoder multiplies for `module`: its weight, or for a peft LoRA layer with
     an active adapter the base weight and that adapter, unmerged (`unmerged_reason` has said yes)."""
     if not is_lora_layer(module) or module.disable_adapters:
         return module.weight.detach()
-    (adapter,) = [a for a in module.active_adapters if a in module.lora_A]
+    (adapter,) = active_adapters(module)
     return LoraMatrix(
         module.base_layer.weight.detach(), module.lora_A[adapter].weight.detach(), module.lora_B[adapter].weight.detach(),
         float(module.scaling[adapter]),
@@ -63,7 +67,7 @@ def unmerged_reason(model: torch.nn.Module) -> str | None:
     for name, module in model.named_modules():
         if not is_lora_layer(module) or module.disable_adapters:
             continue
-        active = [a for a in module.active_adapters if a in module.lora_A]
+        active = active_adapters(module)
         if len(active) > 1:
             return f"{name} has {len(active)} active adapters"
         if getattr(module, "merged", False):

@@ -29,9 +29,9 @@ from reinforge.engines import llama_decoder
 from reinforge.kernels import choice
 from reinforge.engines.base import Generation, SamplingParams
 from reinforge.engines.borrowed_decoder import BorrowedLlamaDecoder
+from reinforge.engines.borrowed_weights import unmerged_reason
 from reinforge.engines.decode_hook import DecodeCheck, DecodeHook
 from reinforge.engines.sampling import sample_next
-from reinforge.engines.borrowed_weights import unmerged_reason
 from reinforge.models.lora import inference_copy, is_lora_model, merged_state_dict
 
 # Prompts at least this wide are cached once per group when a group's rows come together: below

@@ -202,11 +202,9 @@ class VllmEngine(SharedWeights):
             try:
                 with self._lock:
                     self._push(self._mine)
-            finally:  # never keep references to tensors the next update changes
+            finally:  # no references to tensors the next update changes, even after a failed push
                 self._mine = WeightSet(None, version, self._mine.checksum)
-                if self._held is not None and self._held.same(self._mine):
-                    self._held = self._mine
-        self._forget_payload()
+        self._forget_payload()  # (after a push: the held set, the same weights, forgets them too)
 
     def lane(self) -> WeightLane:
         if self._mine is not None and self._mine.payload is None:  # a sync forgot them: read them again
