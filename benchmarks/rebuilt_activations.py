@@ -1,5 +1,7 @@
 """Rebuilding the norms' outputs and SiLU(gate) x up in the backward (reinforge.learner.rebuilt_activations)
-on a real model: the update's peak memory and CPU time at two micro-batch token budgets, with and without it.
+on a real model: the update's peak memory and CPU time at two micro-batch token budgets, with and without it
+(and, with a third field `recomputed`, the LM head's log-softmax recomputed in the backward rather than
+kept from the forward: reinforge.learner.chunked_logprobs.KEEP_ROWS_SHARE).
 
 What is measured: row A of docs/real_model.md's comparison with TRL (8 prompts of 36 tokens x 4
 completions of 128, KL 0.04, fp32, one thread), one `PolicyLearner.train_step` over the 32 rows
@@ -9,7 +11,7 @@ Each configuration runs in a fresh process: `peak` is the update's VmHWM (reset 
 are run in interleaved rounds (the machine is shared: compare within a round). The same process
 also hashes the trained weights, so runs with and without rebuilding can be checked bit for bit.
 
-    python benchmarks/rebuilt_activations.py --model DIR [--rounds 3] [--configs 672:kept,1344:rebuilt] [--heap release]
+    python benchmarks/rebuilt_activations.py --model DIR [--rounds 3] [--configs 672:kept,1344:rebuilt,672:rebuilt:recomputed] [--heap release]
 """
 
 from __future__ import annotations
@@ -32,12 +34,12 @@ def status_bytes(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def one_update(model_dir: str, budget: int, rebuild: bool, retain: bool = True) -> dict:
+def one_update(model_dir: str, budget: int, rebuild: bool, retain: bool = True, keep_log_softmax: bool = True) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
     from reinforge.config import load_config
-    from reinforge.learner import packed_forward
+    from reinforge.learner import chunked_logprobs, packed_forward
     from reinforge.learner.batch import TrainingBatch
     from reinforge.learner.policy_learner import PolicyLearner
     from reinforge.learner.policy_objective import make_policy_objective
@@ -48,6 +50,8 @@ def one_update(model_dir: str, budget: int, rebuild: bool, retain: bool = True) 
     ])
     configure_process(cfg.trainer.threads, cfg.trainer.cpus, cfg.trainer.retain_freed_memory)
     packed_forward.REBUILD_CHEAP_ACTIVATIONS = rebuild
+    if not keep_log_softmax:
+        chunked_logprobs.KEEP_ROWS_SHARE = 0.0
     a = cfg.algo
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
@@ -86,7 +90,7 @@ def one_update(model_dir: str, budget: int, rebuild: bool, retain: bool = True) 
     for p in model.parameters():
         digest.update(p.detach().numpy().tobytes())
     return {
-        "budget": budget, "rebuild": rebuild, "peak": peak, "above": peak - before, "cpu": cpu,
+        "budget": budget, "rebuild": rebuild, "keep_log_softmax": keep_log_softmax, "peak": peak, "above": peak - before, "cpu": cpu,
         "loss": metrics.get("loss"), "weights_sha": digest.hexdigest()[:16],
     }
 
@@ -95,14 +99,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="a HF model directory (SmolLM2-135M-Instruct)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--configs", default="672:kept,1344:rebuilt", help="budget:kept|rebuilt, comma-separated")
+    parser.add_argument("--configs", default="672:kept,1344:rebuilt", help="budget:kept|rebuilt[:recomputed], comma-separated")
     parser.add_argument("--heap", choices=["retain", "release"], default="retain",
                         help="trainer.retain_freed_memory on (the default: peaks include the heap's layout) or off")
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # budget:kept|rebuilt, run in this process
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # one of --configs, run in this process
     args = parser.parse_args()
     if args.one:
-        budget, mode = args.one.split(":")
-        print(json.dumps(one_update(args.model, int(budget), mode == "rebuilt", args.heap == "retain")))
+        budget, mode, *log_softmax = args.one.split(":")
+        keep = log_softmax != ["recomputed"]
+        print(json.dumps(one_update(args.model, int(budget), mode == "rebuilt", args.heap == "retain", keep)))
         return
     for round_ in range(args.rounds):
         for config in args.configs.split(","):

@@ -27,7 +27,9 @@ projection and the loss chunked together, gradients computed in the forward); he
 is recomputed in the backward instead, so that the entropy's gradient (an entropy bonus) and
 any loss on the log-probs work, and a no-grad forward (reference, old log-probs) pays nothing
 for it.
-Memory: two [chunk, V] fp32 buffers at a time (forward and backward), plus W's gradient.
+Memory: two [chunk, V] fp32 buffers at a time (forward and backward), plus W's gradient. A
+micro-batch of at most KEEP_ROWS_SHARE chunks keeps its log p from the forward for the backward
+instead (smaller transients, the same peak): no logits product in the backward.
 Under bf16 autocast the matmuls run in bf16 as `lm_head` would, the softmax in fp32.
 """
 
@@ -42,6 +44,12 @@ import torch.nn.functional as F
 # (9.2, 12.5 s); the whole logits 3,763 MiB (13.2, 10.5 s). The time is flat within the load's
 # noise; the memory doubles with each step, 512 keeps it under 2% of a 135M model's update.
 DEFAULT_CHUNK_TOKENS = 512
+# With gradients, a micro-batch of at most this many chunks' rows keeps its whole log-softmax for
+# the backward instead of recomputing the logits there (one [rows, H] x [H, V] product and a pass
+# fewer: the LM head's share of an update's matmuls drops from 4 to 3). Its transients then
+# shrink (kept_chunk) so that the peak stays at the recomputing path's two [chunk, V] buffers; at
+# 1.5 chunks they are at least half a chunk.
+KEEP_ROWS_SHARE = 1.5
 
 
 def chunked_token_logprobs(
@@ -94,13 +102,18 @@ class _ChunkedLogProbs(torch.autograd.Function):
         logprobs = torch.empty(sources.shape[0], dtype=torch.float32, device=hidden.device)
         lse = torch.empty(rows, dtype=torch.float32, device=hidden.device)
         entropies = torch.zeros(rows if with_entropy else 0, dtype=torch.float32, device=hidden.device)
-        order, bounds = _chunk_bounds(sources, rows, chunk)
         w, b = weight.to(dtype), None if bias is None else bias.to(dtype)
+        kept = None
+        if any(ctx.needs_input_grad[:3]) and rows <= KEEP_ROWS_SHARE * chunk:
+            # the whole log-softmax stays for the backward, which then skips the logits' product
+            kept = torch.empty(rows, weight.shape[0], dtype=torch.float32, device=hidden.device)
+            chunk = kept_chunk(rows, chunk)
+        order, bounds = _chunk_bounds(sources, rows, chunk)
         with torch.autocast(hidden.device.type, enabled=False):
             for i, start in enumerate(range(0, rows, chunk)):
                 end = min(start + chunk, rows)
                 # two [chunk, V] buffers: the logits, turned into log p in place, and exp(z - max)
-                log_p = _logits(hidden[start:end].to(dtype), w, b, temperature)
+                log_p = _logits(hidden[start:end].to(dtype), w, b, temperature, None if kept is None else kept[start:end])
                 top = log_p.amax(-1, keepdim=True)
                 log_p -= top
                 unnormalized = log_p.exp()
@@ -115,6 +128,7 @@ class _ChunkedLogProbs(torch.autograd.Function):
         ctx.save_for_backward(hidden, weight, bias, sources, targets, lse, entropies)
         ctx.temperature, ctx.chunk, ctx.dtype = temperature, chunk, dtype
         ctx.with_entropy = with_entropy
+        ctx.kept = kept  # an intermediate, not an input or output: held on ctx, used by one backward
         if not (with_entropy and entropy_grad):
             ctx.mark_non_differentiable(entropies)
         ctx.set_materialize_grads(False)
@@ -133,6 +147,7 @@ class _ChunkedLogProbs(torch.autograd.Function):
         g_ent = None if grad_entropies is None or not ctx.with_entropy else grad_entropies.float()
         # G_i: the log-prob gradients of all the queries that read hidden row i
         per_row = torch.zeros(rows, dtype=torch.float32, device=device).index_add_(0, sources, g_lp)
+        kept, ctx.kept = ctx.kept, None  # a second backward (retain_graph) recomputes the logits
         order, bounds = _chunk_bounds(sources, rows, chunk)
         grad_h = torch.empty_like(hidden) if need_h else None
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=device) if need_w else None
@@ -142,8 +157,11 @@ class _ChunkedLogProbs(torch.autograd.Function):
             for i, start in enumerate(range(0, rows, chunk)):
                 end = min(start + chunk, rows)
                 h = hidden[start:end].to(dtype)
-                log_p = _logits(h, w, b, temperature)
-                log_p -= lse[start:end, None]
+                if kept is None:
+                    log_p = _logits(h, w, b, temperature)
+                    log_p -= lse[start:end, None]
+                else:  # the forward's log p, overwritten here: it is not read again
+                    log_p = kept[start:end]
                 p = log_p.exp()  # the second [chunk, V] buffer; the gradient is built in it
                 if g_ent is None:
                     coef = per_row[start:end, None]
@@ -162,14 +180,29 @@ class _ChunkedLogProbs(torch.autograd.Function):
                 if need_b:
                     grad_b += grad_z.float().sum(0)
                 del log_p, p, coef, grad_z  # (coef may be log_p itself) before the next chunk's logits are allocated
+        del kept
         grad_w = None if grad_w is None else grad_w.to(weight.dtype)
         grad_b = None if grad_b is None else grad_b.to(bias.dtype)
         return grad_h, grad_w, grad_b, None, None, None, None, None, None
 
 
-def _logits(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, temperature: float) -> torch.Tensor:
-    """One chunk's fp32 logits / temperature, as `lm_head(h).float() / temperature` computes them."""
-    z = F.linear(h, w, b).float()
+def kept_chunk(rows: int, chunk: int) -> int:
+    """The transient buffers' rows when the whole [rows, V] log-softmax is kept: the kept rows plus
+    one transient stay within the two [chunk, V] buffers the recomputing path holds."""
+    return rows if rows <= chunk else 2 * chunk - rows
+
+
+def _logits(
+    h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, temperature: float, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """One chunk's fp32 logits / temperature, as `lm_head(h).float() / temperature` computes them
+    (into `out`, float32 rows of the kept log-softmax, when given)."""
+    if out is not None and h.dtype == torch.float32:  # the product F.linear computes, written in place
+        z = torch.mm(h, w.t(), out=out) if b is None else torch.addmm(b, h, w.t(), out=out)
+    else:
+        z = F.linear(h, w, b).float()
+        if out is not None:
+            z = out.copy_(z)
     if temperature != 1.0:
         z /= temperature
     return z

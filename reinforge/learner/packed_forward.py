@@ -306,6 +306,7 @@ def packed_token_logprobs(
     kernels: str = "auto",
     chunk_tokens: int | None = None,
     checkpoint_layers: bool = False,
+    needed: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`token_logprobs` (reinforge.learner.logprobs) through `packing`: [N, T-1] each.
 
@@ -313,6 +314,8 @@ def packed_token_logprobs(
     time (reinforge.learner.chunked_logprobs; the caller checks that the model's lm_head is a
     plain linear layer); a shared token's hidden state is read by each row that predicts from it."""
     predicts = attention_mask[:, 1:].bool()  # position t predicts a real token t+1
+    if needed is not None and chunk_tokens is not None:
+        predicts = predicts & needed
     where = predicts.nonzero(as_tuple=True)
     source = packing.source[:, :-1][where]
     targets = input_ids[:, 1:][where]

@@ -201,7 +201,7 @@ MEASURE = textwrap.dedent(
     import json, resource, sys, torch
     torch.set_num_threads(1)
     from reinforge.learner.chunked_logprobs import chunked_token_logprobs
-    tokens, hidden_size, vocab, chunk = map(int, sys.argv[1:])
+    tokens, hidden_size, vocab, chunk = map(int, sys.argv[1:5])
     g = torch.Generator().manual_seed(0)
     h = torch.randn(tokens, hidden_size, generator=g).requires_grad_()
     w = (torch.randn(vocab, hidden_size, generator=g) * 0.1).requires_grad_()
@@ -274,3 +274,65 @@ def test_forward_and_backward_peak_memory_stays_below_one_whole_logits_tensor():
     assert bound < whole_logits / 2
     assert measured["whole"] > 2 * whole_logits, measured  # the harness sees the memory it is meant to see
     assert measured["chunked"] <= bound, f"chunked peak {measured['chunked'] / 2**20:.0f} MiB > bound {bound / 2**20:.0f} MiB"
+
+
+def test_a_micro_batch_within_the_keep_share_skips_the_logits_product_in_the_backward(monkeypatch):
+    """With at most KEEP_ROWS_SHARE chunks' rows the forward's log-softmax is kept for the backward:
+    the logits are computed once per chunk (forward only) instead of twice; the gradients are the
+    recomputing path's to the float bound above, and a second backward (retain_graph) recomputes."""
+    from reinforge.learner import chunked_logprobs as module
+
+    hidden, weight, bias, sources, targets = random_case(3)
+    g = torch.Generator().manual_seed(4)
+    g_lp, g_ent = torch.randn(sources.shape, generator=g), torch.randn(ROWS, generator=g)
+    _, _, bound_h, bound_w = bounds(hidden, weight, bias, sources, targets, 0.7, g_lp, g_ent)
+    calls = []
+    logits = module._logits
+    monkeypatch.setattr(module, "_logits", lambda *a, **k: calls.append(len(a[0])) or logits(*a, **k))
+
+    def grads(keep_share, chunk, backwards=1):
+        monkeypatch.setattr(module, "KEEP_ROWS_SHARE", keep_share)
+        calls.clear()
+        h, w, b = (t.clone().requires_grad_() for t in (hidden, weight, bias))
+        lp, ent = chunked_token_logprobs(h, w, b, sources, targets, 0.7, chunk, entropy=True, entropy_grad=True)
+        for _ in range(backwards):
+            ((lp * g_lp).sum() + (ent * g_ent).sum()).backward(retain_graph=True)
+        return h.grad, w.grad, list(calls)
+
+    for chunk, forward_chunks in ((1000, [ROWS]), (36, [27, 18])):  # 45 rows: one chunk; 1.25 chunks
+        kept_h, kept_w, kept_calls = grads(1.5, chunk)
+        assert kept_calls == forward_chunks  # transients of 2 * 36 - 45 = 27 rows: the peak of two 36-row buffers
+        redone_h, redone_w, redone_calls = grads(0.0, chunk)
+        assert len(redone_calls) == 2 * len(range(0, ROWS, chunk))
+        assert_within(kept_h, redone_h, 2 * bound_h, "grad hidden, kept against recomputed")
+        assert_within(kept_w, redone_w, 2 * bound_w, "grad W, kept against recomputed")
+    twice_h, _, twice_calls = grads(1.5, 1000, backwards=2)  # the second backward recomputes
+    assert twice_calls == [ROWS, ROWS]
+    assert_within(twice_h, 2 * kept_h, 4 * bound_h, "grad hidden after two backwards")
+    _, _, no_grad_calls = grads(1.5, 16)  # 45 rows > 1.5 x 16: recomputed
+    assert no_grad_calls == [16, 16, 13] * 2
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="VmHWM and MALLOC_MMAP_THRESHOLD_ are Linux / glibc")
+def test_keeping_the_log_softmax_peaks_no_higher_than_recomputing_it():
+    """360 rows, chunks of 256 (1.4 chunks): the kept [360, V] log-softmax plus 152-row transients
+    against the recomputing path's two 256-row buffers, each a forward + backward measured in a
+    fresh subprocess (the MEASURE script's harness, its keep share set by an environment variable)."""
+    tokens, hidden_size, vocab, chunk = 360, 64, 16384, 256
+    peaks = {}
+    for share in ("0", "1.5"):
+        script = MEASURE.replace(
+            "from reinforge.learner.chunked_logprobs import chunked_token_logprobs",
+            "from reinforge.learner import chunked_logprobs as m; m.KEEP_ROWS_SHARE = float(sys.argv[5]);"
+            " from reinforge.learner.chunked_logprobs import chunked_token_logprobs",
+        )
+        env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "MALLOC_MMAP_THRESHOLD_": str(2**20)}
+        out = subprocess.run(
+            [sys.executable, "-c", script, str(tokens), str(hidden_size), str(vocab), str(chunk), share],
+            capture_output=True, text=True, timeout=300, env=env,
+        )
+        assert out.returncode == 0, out.stderr
+        peaks[share] = json.loads(out.stdout.splitlines()[-1])["chunked"]
+    two_buffers = 2 * chunk * vocab * 4
+    assert peaks["0"] >= two_buffers  # the harness sees the buffers
+    assert peaks["1.5"] <= peaks["0"] + 2**20, {k: v / 2**20 for k, v in peaks.items()}

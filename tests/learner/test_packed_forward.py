@@ -201,3 +201,29 @@ def test_the_config_switch_reaches_the_learner_and_the_reference():
         model.compile = lambda **_: None  # compile_forward compiles the padded forward: the compile itself is not under test
         learner = build_learners(cfg, {"policy": model}, env)[0]["policy"]
         assert learner.pack is packed and build_reference(cfg, model).pack is packed, overrides
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_only_the_needed_positions_reach_the_output_layer(monkeypatch, pack):
+    """`needed` (a batch's loss_mask): the same log-probs and entropies there, 0 elsewhere, and the
+    output layer sees only the hidden states some needed position reads (here: not the prompt's)."""
+    from reinforge.learner import chunked_logprobs, packed_forward
+
+    model = small(LlamaForCausalLM, LlamaConfig)
+    ids, mask = right_padded(grpo_rows(prompt_tokens=(6, 9)))
+    real = mask[:, 1:].bool()
+    needed = real.clone()
+    needed[:, :8] = False  # the prompts' own tokens (and a completion's first tokens on short prompts)
+    rows_seen = []
+    chunked = chunked_logprobs.chunked_token_logprobs
+    spy = lambda hidden, *a, **k: rows_seen.append(hidden.shape[0]) or chunked(hidden, *a, **k)  # noqa: E731
+    monkeypatch.setattr(logprobs_module, "chunked_token_logprobs", spy)
+    monkeypatch.setattr(packed_forward, "chunked_token_logprobs", spy)
+    everything = token_logprobs(model, ids, mask, pack=pack)
+    some = token_logprobs(model, ids, mask, pack=pack, needed=needed)
+    for whole, part in zip(everything, some):
+        assert torch.allclose(part[needed], whole[needed], atol=1e-6, rtol=0)
+        assert (part[~needed] == 0).all() and (whole[real & ~needed] != 0).any()
+    assert rows_seen[1] < rows_seen[0]
+    if not pack:
+        assert rows_seen == [int(real.sum()), int(needed.sum())]

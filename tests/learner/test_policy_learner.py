@@ -189,3 +189,26 @@ def test_learner_logprobs_and_frozen_reference(tokenizer, rollout_batch) -> None
     assert (learner.logprobs(rollout_batch) - direct)[mask].abs().max().item() > 1e-4  # policy moved
     assert torch.equal(reference.logprobs(rollout_batch), ref_before)  # reference did not
     assert not any(p.requires_grad for p in reference.model.parameters())
+
+
+def test_the_optimizer_is_torchs_fused_adamw_and_steps_as_the_for_loop_one(tokenizer, rollout_batch) -> None:
+    """Plain CPU parameters get the fused AdamW (as transformers' Trainer does with torch >= 2.8);
+    two steps on the same gradients move the weights as the for-loop AdamW does, to rounding."""
+    from reinforge.learner.policy_learner import fused_adamw_fits
+
+    model = build_tiny_llama(tokenizer, "nano", seed=0)
+    loop_model = copy.deepcopy(model)
+    learner = PolicyLearner(model, lr=1e-3, micro_batch_size=4, weight_decay=0.1)
+    assert learner.optimizer.defaults["fused"] is True
+    loop = torch.optim.AdamW(loop_model.parameters(), lr=1e-3, weight_decay=0.1, foreach=False)
+    for _ in range(2):
+        learner.train_step(rollout_batch, ppo_loss)
+        for p, q in zip(model.parameters(), loop_model.parameters()):
+            q.grad = p.grad.clone()  # the clipped gradients the fused step used
+        loop.step()
+        moved = max((p - q).abs().max().item() for p, q in zip(model.parameters(), loop_model.parameters()))
+        assert moved <= 1e-3 * 1e-4, moved  # lr x a rounding-sized share of a step
+        for p, q in zip(model.parameters(), loop_model.parameters()):
+            q.data.copy_(p.data)  # the next step starts from the same weights
+    assert not fused_adamw_fits([])
+    assert not fused_adamw_fits([torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))])
