@@ -11,8 +11,9 @@ same config, the same `--set` keys, random rewards), `--steps` timed steps after
   group's prompt once, as the packed forward does; every padded position with
   `algo.pack_sequences=false`) and c the completion tokens (the head runs on them only):
     reference  2 (P n + V H c)
-    update     3 x the reference (forward, then the backward's two products) + 2 V H c (the
-               chunked log-softmax computes the head's logits again in its backward)
+    update     3 x the reference (forward, then the backward's two products), + 2 V H c when the
+               chunked log-softmax computes the head's logits again in its backward (a
+               micro-batch of more than KEEP_ROWS_SHARE chunks' tokens: chunked_logprobs)
     rollout    2 (P + V H) c + 2 P (prompt tokens, prefilled once per group)
 - measures torch's one-thread fp32 rate on the model's own weights: every `nn.Linear` of the
   model once on an [m, in] input, the way a forward meets them (best of 3, CPU time), at m = the
@@ -83,7 +84,7 @@ def linear_gflops(model: torch.nn.Module, rows: int, rounds: int = 3) -> float:
     return flops / best / 1e9
 
 
-def phase_flops(model, step: dict, packed: bool) -> dict[str, float]:
+def phase_flops(model, step: dict, packed: bool, head_recomputed: bool) -> dict[str, float]:
     """Matmul FLOPs of one step's phases (the module docstring has the formulas)."""
     head = model.get_output_embeddings().weight.numel()
     body = matmul_params(model) - head
@@ -98,7 +99,7 @@ def phase_flops(model, step: dict, packed: bool) -> dict[str, float]:
     return {
         "rollout": 2 * (body + head) * completions + 2 * body * sum(prompts),
         "reference": reference,
-        "update": 3 * reference + 2 * head * completions,
+        "update": 3 * reference + (2 * head * completions if head_recomputed else 0),
     }
 
 
@@ -124,12 +125,15 @@ def main() -> None:
     from transformers import AutoModelForCausalLM
 
     from reinforge.config import load_config
+    from reinforge.learner import chunked_logprobs
 
     cfg = load_config("default", overrides)
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
-    flops = phase_flops(model, steps[-1], cfg.algo.pack_sequences)
     rows = args.tasks * args.group_size
     learner_rows = cfg.algo.max_tokens_per_microbatch or args.micro_batch * (args.new_tokens + 40)
+    chunk = cfg.algo.logprob_chunk_tokens
+    recomputed = chunk is not None and learner_rows > chunked_logprobs.KEEP_ROWS_SHARE * chunk
+    flops = phase_flops(model, steps[-1], cfg.algo.pack_sequences, recomputed)
     rate = {"rollout": linear_gflops(model, rows)}
     rate["reference"] = rate["update"] = linear_gflops(model, learner_rows)
     load = statistics.mean(s["load"] for s in steps)

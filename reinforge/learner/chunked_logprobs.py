@@ -104,7 +104,7 @@ class _ChunkedLogProbs(torch.autograd.Function):
         entropies = torch.zeros(rows if with_entropy else 0, dtype=torch.float32, device=hidden.device)
         w, b = weight.to(dtype), None if bias is None else bias.to(dtype)
         kept = None
-        if any(ctx.needs_input_grad[:3]) and rows <= KEEP_ROWS_SHARE * chunk:
+        if any(ctx.needs_input_grad[:3]) and 0 < rows <= KEEP_ROWS_SHARE * chunk:
             # the whole log-softmax stays for the backward, which then skips the logits' product
             kept = torch.empty(rows, weight.shape[0], dtype=torch.float32, device=hidden.device)
             chunk = kept_chunk(rows, chunk)
@@ -116,15 +116,21 @@ class _ChunkedLogProbs(torch.autograd.Function):
                 log_p = _logits(hidden[start:end].to(dtype), w, b, temperature, None if kept is None else kept[start:end])
                 top = log_p.amax(-1, keepdim=True)
                 log_p -= top
-                unnormalized = log_p.exp()
-                total = unnormalized.sum(-1)
-                log_p -= total.log()[:, None]
-                lse[start:end] = top.squeeze(1) + total.log()
                 queries = order[bounds[i] : bounds[i + 1]]
-                logprobs[queries] = log_p[sources[queries] - start, targets[queries]]
-                if with_entropy:  # H = -sum p log p, p = exp(z - max) / total
-                    entropies[start:end] = -(unnormalized.unsqueeze(1) @ log_p.unsqueeze(2)).view(-1) / total
-                del log_p, unnormalized  # before the next chunk's logits are allocated
+                shifted = log_p[sources[queries] - start, targets[queries]]  # z - max of each query
+                if with_entropy or kept is not None:
+                    unnormalized = log_p.exp()
+                    total = unnormalized.sum(-1)
+                    log_p -= total.log()[:, None]
+                    if with_entropy:  # H = -sum p log p, p = exp(z - max) / total
+                        entropies[start:end] = -(unnormalized.unsqueeze(1) @ log_p.unsqueeze(2)).view(-1) / total
+                    del unnormalized
+                else:  # only the log-sum-exp is read: one buffer, exponentiated in place
+                    total = log_p.exp_().sum(-1)
+                log_total = total.log()
+                lse[start:end] = top.squeeze(1) + log_total
+                logprobs[queries] = shifted - log_total[sources[queries] - start]  # the same float ops as log p's
+                del log_p  # before the next chunk's logits are allocated
         ctx.save_for_backward(hidden, weight, bias, sources, targets, lse, entropies)
         ctx.temperature, ctx.chunk, ctx.dtype = temperature, chunk, dtype
         ctx.with_entropy = with_entropy

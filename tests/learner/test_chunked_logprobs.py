@@ -336,3 +336,13 @@ def test_keeping_the_log_softmax_peaks_no_higher_than_recomputing_it():
     two_buffers = 2 * chunk * vocab * 4
     assert peaks["0"] >= two_buffers  # the harness sees the buffers
     assert peaks["1.5"] <= peaks["0"] + 2**20, {k: v / 2**20 for k, v in peaks.items()}
+
+
+def test_without_entropy_the_log_probs_are_bitwise_those_with_it():
+    """The no-entropy forward (a reference pass) exponentiates the logits in place and never
+    normalizes them: the log-probs are the same float operations, so the same bits."""
+    hidden, weight, bias, sources, targets = random_case(5)
+    for chunk in (7, 1000):
+        with_entropy, _ = chunked_token_logprobs(hidden, weight, bias, sources, targets, 0.7, chunk, entropy=True)
+        without, none = chunked_token_logprobs(hidden, weight, bias, sources, targets, 0.7, chunk, entropy=False)
+        assert none is None and torch.equal(with_entropy, without)

@@ -227,3 +227,7 @@ def test_only_the_needed_positions_reach_the_output_layer(monkeypatch, pack):
     assert rows_seen[1] < rows_seen[0]
     if not pack:
         assert rows_seen == [int(real.sum()), int(needed.sum())]
+    # a micro-batch that no loss reads (a sharded group's padding pass can be one): zeros, and a backward
+    nothing, _ = token_logprobs(model, ids, mask, pack=pack, needed=torch.zeros_like(needed))
+    assert (nothing == 0).all()
+    nothing.sum().backward()
