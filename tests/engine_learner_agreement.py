@@ -35,19 +35,25 @@ def sample(
     model, prompts: list[list[int]], params: SamplingParams, decode_kernels: str = "auto", shared: bool = True,
     budgets: list[int] | None = None, seed: int = 0, monkeypatch: pytest.MonkeyPatch | None = None, pad: int = 0,
 ) -> EngineCall:
-    """One `generate` call; `shared=False` keeps a group's prompt out of the shared cache (needs
-    `monkeypatch`)."""
+    """One `generate` call; `shared=False` keeps a group's prompt out of the shared cache
+    (`monkeypatch` is no longer needed: the thresholds are set for this call only)."""
     engine = TorchEngine(model, pad, decode_kernels=decode_kernels)
-    if not shared:
-        monkeypatch.setattr(torch_engine, "MIN_SHARED_PROMPT", 1 << 30)
-    decoder = engine._get_decoder()
-    used = []
-    if engine.fused:
-        if decode_kernels != "auto":
-            assert decoder.native == (decode_kernels == "native")
-        original = decoder.prefill_shared
-        decoder.prefill_shared = lambda *args: used.append(args[2]) or original(*args)
-    generations = engine.generate(prompts, params, seed=seed, budgets=budgets)
+    # shared: a group's prompt of MIN_SHARED_PROMPT+ tokens is cached once with either kernel
+    # (the C decode attention's own threshold is higher, for speed); not shared: never
+    width = torch_engine.MIN_SHARED_PROMPT if shared else 1 << 30
+    saved = torch_engine.MIN_SHARED_PROMPT, torch_engine.MIN_SHARED_PROMPT_NATIVE
+    torch_engine.MIN_SHARED_PROMPT = torch_engine.MIN_SHARED_PROMPT_NATIVE = width
+    try:
+        decoder = engine._get_decoder()
+        used = []
+        if engine.fused:
+            if decode_kernels != "auto":
+                assert decoder.native == (decode_kernels == "native")
+            original = decoder.prefill_shared
+            decoder.prefill_shared = lambda *args: used.append(args[2]) or original(*args)
+        generations = engine.generate(prompts, params, seed=seed, budgets=budgets)
+    finally:
+        torch_engine.MIN_SHARED_PROMPT, torch_engine.MIN_SHARED_PROMPT_NATIVE = saved
     return EngineCall(prompts, generations, bool(used))
 
 

@@ -6,7 +6,7 @@ head): 2 x layers x rows x tokens x kv_heads x head_dim numbers. With grouped-qu
 TorchEngine's fused decoder allocates exactly this at the start of a `generate` call, for the rows
 of one batch (at most `engine.max_batch_size`) and tokens = the longest prompt of the batch + the
 call's max_new_tokens (its largest per-row budget when smaller). When the batch's rows come in
-groups that share one prompt of MIN_SHARED_PROMPT+ tokens (a GRPO group), the fused decoder holds
+groups that share one prompt of min_shared_prompt+ tokens (a GRPO group), the fused decoder holds
 that prompt once per group (`FusedLlamaDecoder.prefill_shared`): `shared_prompt_kv_cache_bytes`.
 As rows finish, the cache shrinks to the rows still sampling (half or fewer of them), one layer at a
 time. The `transformers` fallback's cache grows to the same size as `kv_cache_bytes`. Not counted:

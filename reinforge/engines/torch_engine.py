@@ -32,11 +32,26 @@ from reinforge.engines.borrowed_decoder import BorrowedLlamaDecoder
 from reinforge.engines.borrowed_weights import unmerged_reason
 from reinforge.engines.decode_hook import DecodeCheck, DecodeHook
 from reinforge.engines.sampling import sample_next
+from reinforge.kernels import choice
 from reinforge.models.lora import inference_copy, is_lora_model, merged_state_dict
 
 # Prompts at least this wide are cached once per group when a group's rows come together: below
 # it, the per-row cache and one attention call per step cost less than the two-part attention.
 MIN_SHARED_PROMPT = 32
+# The same with the C decode attention (a CPU float32 decoder's `native`): it reads each row's whole
+# cache in one call per layer, while the two-part attention stays a dozen torch ops (two small
+# batched matmuls each way, a cat, a softmax). SmolLM2-135M, 8 chat prompts of 36 tokens x 4 rows
+# x 128 tokens, one thread, 3 interleaved rounds: 18.5 cpu-s a rollout shared, 16.9 per row
+# (the shared path's `bmm` alone took 2.9 s). Reading the prompt once per group pays when the
+# other G - 1 rows' copies cost more than those ops: the per-row kernel took ~0.1 us per row and
+# key per layer, the two-part ops ~0.4 ms per layer and step more, so at 32 rows in groups of 4
+# from ~130 prompt tokens on.
+MIN_SHARED_PROMPT_NATIVE = 128
+
+
+def min_shared_prompt(native: bool) -> int:
+    """The prompt width from which a group's prompt is cached once (`native`: the C decode attention)."""
+    return MIN_SHARED_PROMPT_NATIVE if native else MIN_SHARED_PROMPT
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 MAX_BATCH_SIZE = 512
@@ -325,7 +340,8 @@ def prefill_grouped(decoder, input_ids: torch.Tensor, attention_mask: torch.Tens
     G rows of each group come together with one long prompt (as rollout_groups sends them), the
     prompt is also cached once and read once per group at every decode step
     (FusedLlamaDecoder.prefill_shared). Same logits and cache, to float rounding."""
-    if decoder.can_drop_rows and input_ids.shape[1] >= MIN_SHARED_PROMPT:
+    native = getattr(decoder, "native", False) and choice.usable(input_ids.new_empty(0, dtype=torch.float32), decoder.decode_kernels)
+    if decoder.can_drop_rows and input_ids.shape[1] >= min_shared_prompt(native):
         group_size = consecutive_group_size(torch.cat([input_ids, attention_mask], dim=1))
         if group_size > 1:
             return decoder.prefill_shared(input_ids[::group_size], attention_mask[::group_size], group_size, steps)

@@ -33,7 +33,7 @@ once, counted on the meta device; T = trainable weights, P or the LoRA adapters'
 
 KV cache (reinforge.engines.kv_cache.kv_cache_bytes): 2 x layers x rows x tokens x kv_heads x head_dim
 x bytes, rows = min(prompts_per_step x group_size, engine batch of 512), tokens = longest prompt +
-max_new_tokens; when a group shares a prompt of MIN_SHARED_PROMPT+ tokens the engine caches it once
+max_new_tokens; when a group shares a prompt of min_shared_prompt+ tokens (torch_engine) the engine caches it once
 per group (prefill_shared, whose prefill cache of the distinct prompts is alive at the same time).
 
 Activations (per layer; H hidden, q = heads x head_dim, kv = kv_heads x head_dim, I the MLP width):
@@ -121,7 +121,7 @@ from pathlib import Path
 
 from reinforge.config import Config
 from reinforge.engines.kv_cache import kv_cache_bytes, shared_prompt_kv_cache_bytes
-from reinforge.engines.torch_engine import MAX_BATCH_SIZE, MIN_SHARED_PROMPT
+from reinforge.engines.torch_engine import MAX_BATCH_SIZE, min_shared_prompt
 from reinforge.run.model_shape import ModelShape, run_shapes
 
 GIB = 1 << 30
@@ -233,6 +233,15 @@ def uses_native_kernels(cfg: Config) -> bool:
     return a.packed_kernels == "native" or cfg.trainer.threads == 1
 
 
+def uses_native_decode(cfg: Config) -> bool:
+    """engine.decode_kernels' choice as the engine makes it (reinforge.kernels.choice.usable): a CPU
+    float32 engine, one thread unless native is asked for (a compiler is not checked, as above)."""
+    kernels = cfg.engine.decode_kernels
+    if kernels == "torch" or cfg.model.device != "cpu" or cfg.rollout.engine_dtype != "float32":
+        return False
+    return kernels == "native" or cfg.trainer.threads == 1
+
+
 def sdpa_materializes_scores(cfg: Config, shape: ModelShape) -> bool:
     """CUDA, float32, grouped-query attention: torch's SDPA takes its math backend (flash takes no
     float32, the memory-efficient kernel no GQA), which keeps the [rows, heads, T, T] probabilities
@@ -307,10 +316,10 @@ def logprob_chunk_bytes(cfg: Config, shape: ModelShape, tokens: int, backward: b
     return 2 * chunk * v * 4 + (2 * v * h * 4 if backward else 0)
 
 
-def kv_bytes(shape: ModelShape, rows: int, groups: int, prompt: int, response: int, dtype: str) -> int:
+def kv_bytes(shape: ModelShape, rows: int, groups: int, prompt: int, response: int, dtype: str, native: bool = False) -> int:
     """One engine batch's cache (rows <= MAX_BATCH_SIZE), with the shared-prompt layout when it applies
     (the engine's own estimates, reinforge.engines.kv_cache)."""
-    if shape.fused and groups < rows and prompt >= MIN_SHARED_PROMPT:
+    if shape.fused and groups < rows and prompt >= min_shared_prompt(native):
         return shared_prompt_kv_cache_bytes(shape.config, groups, math.ceil(rows / groups), prompt, response, dtype)
     return kv_cache_bytes(shape.config, rows, prompt + response, dtype)
 
@@ -374,7 +383,7 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
         resident["bf16 weight casts"] = 2 * p
 
     gradients = 4 * trainable
-    native = uses_native_kernels(cfg)
+    native, native_decode = uses_native_kernels(cfg), uses_native_decode(cfg)
     act_bytes = 2 if a.bf16_autocast else 4
     micro = micro_batch(cfg, sizes, shape)
     tokens = micro.tokens
@@ -395,11 +404,11 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
     if micro.count > 1:
         update["gradients"] = gradients
     if cfg.trainer.schedule == "async":  # the producer samples the next batch during the update
-        update["KV cache"] = kv_bytes(shape, min(sizes.rows, MAX_BATCH_SIZE), sizes.groups, sizes.prompt, sizes.response, r.engine_dtype)
+        update["KV cache"] = kv_bytes(shape, min(sizes.rows, MAX_BATCH_SIZE), sizes.groups, sizes.prompt, sizes.response, r.engine_dtype, native_decode)
 
     engine_rows = min(sizes.rows, MAX_BATCH_SIZE)
     engine_groups = max(1, math.ceil(engine_rows / r.group_size))
-    kv = kv_bytes(shape, engine_rows, engine_groups, sizes.prompt, sizes.response, r.engine_dtype)
+    kv = kv_bytes(shape, engine_rows, engine_groups, sizes.prompt, sizes.response, r.engine_dtype, native_decode)
     notes["KV cache"] = f"{engine_rows} rows x {sizes.prompt} + {sizes.response} tokens"
     phases = {
         "rollout": {
@@ -424,7 +433,7 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
     eval_response = sizes.response * eval_new // max(r.max_new_tokens, 1)
     phases["evaluation"] = {
         "gradients": gradients,
-        "KV cache": kv_bytes(shape, eval_rows, eval_groups, sizes.prompt, eval_response, r.engine_dtype),
+        "KV cache": kv_bytes(shape, eval_rows, eval_groups, sizes.prompt, eval_response, r.engine_dtype, native_decode),
         "sampling": sampling_bytes(shape, eval_rows, eval_groups, sizes.prompt, engine_bytes),
         "engine copy": sampling_copy,
     }

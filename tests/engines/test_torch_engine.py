@@ -9,7 +9,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from conftest import sharpen_
-from reinforge.engines import llama_decoder
+from reinforge.engines import llama_decoder, torch_engine
 from reinforge.engines.base import SamplingParams
 from reinforge.engines.llama_decoder import FusedLlamaDecoder
 from reinforge.engines.llama_decoder import _plan_prompt
@@ -160,7 +160,8 @@ def test_a_shared_prompt_cached_once_per_group_decodes_the_same(kv_heads) -> Non
         assert (shared_logits - logits).abs().max().item() < bound, f"step {step}"
 
 
-def test_the_engine_samples_the_same_with_a_shared_prompt(sharp_nano_model, arithmetic_prompts, tokenizer) -> None:
+def test_the_engine_samples_the_same_with_a_shared_prompt(sharp_nano_model, arithmetic_prompts, tokenizer, monkeypatch) -> None:
+    monkeypatch.setattr(torch_engine, "MIN_SHARED_PROMPT_NATIVE", MIN_SHARED_PROMPT)  # the C decode attention shares too
     long_prompts = [(p * 8)[: MIN_SHARED_PROMPT + 5 + i] for i, p in enumerate(arithmetic_prompts[:3])]
     prompts = [p for p in long_prompts for _ in range(4)]  # as rollout_groups sends them: a group at a time
     fused = TorchEngine(sharp_nano_model, tokenizer.pad_token_id)
@@ -367,3 +368,28 @@ def test_non_llama_model_runs_through_the_hf_fallback(tokenizer, arithmetic_prom
 
     sampled = engine.generate(arithmetic_prompts, SamplingParams(max_new_tokens=4, temperature=1.0), seed=0)
     assert all(len(g.token_ids) == 4 for g in sampled)
+
+
+def test_the_c_decode_attention_shares_a_prompt_only_from_its_own_width(sharp_nano_model, arithmetic_prompts, tokenizer) -> None:
+    """With torch's attention a group's prompt is shared from MIN_SHARED_PROMPT tokens on, with the
+    C decode attention (one thread, CPU float32) from MIN_SHARED_PROMPT_NATIVE on; the memory-fit
+    preflight counts the same layout."""
+    from reinforge.run.memory_fit import uses_native_decode
+    from reinforge.config import load_config
+
+    assert torch_engine.MIN_SHARED_PROMPT < torch_engine.MIN_SHARED_PROMPT_NATIVE
+    width = torch_engine.MIN_SHARED_PROMPT + 5
+    prompts = [p for p in [(q * 20)[:width] for q in arithmetic_prompts[:2]] for _ in range(3)]
+    shared = {}
+    for kernels in ("torch", "native"):
+        engine = TorchEngine(sharp_nano_model, tokenizer.pad_token_id, decode_kernels=kernels)
+        decoder, calls = engine._get_decoder(), []
+        original = decoder.prefill_shared
+        decoder.prefill_shared = lambda *a: calls.append(a[2]) or original(*a)
+        engine.generate(prompts, SamplingParams(max_new_tokens=4, temperature=1.0), seed=0)
+        shared[kernels] = calls
+    assert shared == {"torch": [3], "native": []}
+    assert torch_engine.min_shared_prompt(True) == torch_engine.MIN_SHARED_PROMPT_NATIVE
+    assert uses_native_decode(load_config("default", ["trainer.threads=1"]))
+    assert not uses_native_decode(load_config("default", ["trainer.threads=1", "engine.decode_kernels=torch"]))
+    assert not uses_native_decode(load_config("default", ["trainer.threads=2"]))

@@ -12,7 +12,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from reinforge.config import ConfigError, load_config
-from reinforge.engines.kv_cache import shared_prompt_kv_cache_bytes
+from reinforge.engines.kv_cache import kv_cache_bytes, shared_prompt_kv_cache_bytes
 from reinforge.learner.logprobs import token_logprobs
 from reinforge.run import memory_check, memory_fit
 from reinforge.run.memory_check import Available
@@ -117,14 +117,17 @@ def test_the_no_grad_passes_are_counted_at_their_own_budget() -> None:
 
 
 def test_shared_prompts_use_the_engines_layout() -> None:
-    """Prompts of 32+ tokens: cached once per group (prefill_shared), at the peak the engine's own
-    estimate gives (reinforge.engines.kv_cache.shared_prompt_kv_cache_bytes, tested against the
-    engine's allocations in tests/engines/test_kv_cache.py)."""
-    cfg = load_config("default", ["rollout.prompts_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=8"])
+    """Prompts of 32+ tokens with torch's decode attention, 128+ with the C one: cached once per
+    group (prefill_shared), at the peak the engine's own estimate gives
+    (reinforge.engines.kv_cache.shared_prompt_kv_cache_bytes, tested against the engine's
+    allocations in tests/engines/test_kv_cache.py); shorter ones once per row."""
     shape = model_shape(tiny_config())
-    estimate = predict(cfg, shape, prompt_tokens=40)
-    expected = shared_prompt_kv_cache_bytes(shape.config, 3, 4, 40, 8)
-    assert estimate.phases["rollout"]["KV cache"] == expected
+    sizes = ["rollout.prompts_per_step=3", "rollout.group_size=4", "rollout.max_new_tokens=8", "trainer.threads=1"]
+    for kernels, prompt, shared in (("torch", 40, True), ("native", 40, False), ("native", 130, True)):
+        cfg = load_config("default", [*sizes, f"engine.decode_kernels={kernels}"])
+        estimate = predict(cfg, shape, prompt_tokens=prompt)
+        expected = shared_prompt_kv_cache_bytes(shape.config, 3, 4, prompt, 8) if shared else kv_cache_bytes(shape.config, 12, prompt + 8)
+        assert estimate.phases["rollout"]["KV cache"] == expected, (kernels, prompt)
 
 
 def test_lora_counts_adapters_only_and_no_reference_copy() -> None:
