@@ -83,7 +83,7 @@ class AlgoConfig(Section):
     logprob_chunk_tokens: int | None = Field(
         512,
         gt=0,
-        description="Tokens per chunk of the log-softmax over the vocabulary, forward and backward (reinforge.learner.chunked_logprobs): the [tokens, vocabulary] logits are never held for more than one chunk. 512: 231 MiB above the inputs for 4,096 tokens x 49,152 vocabulary in fp32 forward + backward (the whole logits: 3.7 GiB), at the speed of larger chunks. None computes the whole logits at once.",
+        description="Tokens per chunk of the log-softmax over the vocabulary, forward and backward (reinforge.learner.chunked_logprobs): the [tokens, vocabulary] logits are never held for more than two chunks' worth (an update micro-batch of up to 1.5 chunks keeps its log-softmax for the backward instead of recomputing it). 512: 231 MiB above the inputs for 4,096 tokens x 49,152 vocabulary in fp32 forward + backward (the whole logits: 3.7 GiB), at the speed of larger chunks. None computes the whole logits at once.",
     )
     activation_checkpointing: bool = Field(
         False,
