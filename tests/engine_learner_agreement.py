@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pytest
 import torch
 
 from float_bounds import forward_bound
@@ -33,10 +32,10 @@ class EngineCall:
 
 def sample(
     model, prompts: list[list[int]], params: SamplingParams, decode_kernels: str = "auto", shared: bool = True,
-    budgets: list[int] | None = None, seed: int = 0, monkeypatch: pytest.MonkeyPatch | None = None, pad: int = 0,
+    budgets: list[int] | None = None, seed: int = 0, pad: int = 0,
 ) -> EngineCall:
-    """One `generate` call; `shared=False` keeps a group's prompt out of the shared cache
-    (`monkeypatch` is no longer needed: the thresholds are set for this call only)."""
+    """One `generate` call; `shared=False` keeps a group's prompt out of the shared cache (the
+    engine's thresholds are set for this call only)."""
     engine = TorchEngine(model, pad, decode_kernels=decode_kernels)
     # shared: a group's prompt of MIN_SHARED_PROMPT+ tokens is cached once with either kernel
     # (the C decode attention's own threshold is higher, for speed); not shared: never

@@ -25,7 +25,7 @@ def real_model(real_model_dir):
 
 @pytest.mark.real_model
 @pytest.mark.parametrize("shared", [True, False], ids=["shared-prompt", "per-row-prompt"])
-def test_real_model_behaviour_logprobs_equal_the_learners(real_model, shared, monkeypatch) -> None:
+def test_real_model_behaviour_logprobs_equal_the_learners(real_model, shared) -> None:
     model, tokenizer = real_model
     assert (model.config.num_attention_heads, model.config.num_key_value_heads) == (9, 3)
     assert model.lm_head.weight is model.model.embed_tokens.weight
@@ -37,7 +37,7 @@ def test_real_model_behaviour_logprobs_equal_the_learners(real_model, shared, mo
     rows = [list(p) for p in prompts for _ in range(GROUP)]
     params = SamplingParams(max_new_tokens=16, temperature=1.0, stop_token_ids=(tokenizer.eos_token_id,))
     calls = [
-        sample(model, rows, params, kernels, shared, seed=1, monkeypatch=monkeypatch, pad=tokenizer.pad_token_id)
+        sample(model, rows, params, kernels, shared, seed=1, pad=tokenizer.pad_token_id)
         for kernels in ("torch", "native")
     ]
     assert [call.shared_prompt for call in calls] == [shared, shared]

@@ -55,7 +55,7 @@ BATCHES = {
 
 @pytest.mark.parametrize("batch", list(BATCHES))
 @pytest.mark.parametrize("shared", [True, False], ids=["shared-prompt", "per-row-prompt"])
-def test_behaviour_logprobs_equal_the_learners(model, batch, shared, monkeypatch) -> None:
+def test_behaviour_logprobs_equal_the_learners(model, batch, shared) -> None:
     """Decode through torch's ops and through the C kernels; every learner forward on both."""
     prompts, budgets = BATCHES[batch]
     params = SamplingParams(max_new_tokens=12, temperature=1.0)
@@ -63,7 +63,7 @@ def test_behaviour_logprobs_equal_the_learners(model, batch, shared, monkeypatch
     for decode_kernels in ("torch", "native"):
         # Budgets end some rows early: the decode batch thins and is compacted (DecodeState.keep,
         # which gives a shared prompt back to each kept row).
-        call = sample(model, prompts, params, decode_kernels, shared, budgets=budgets, monkeypatch=monkeypatch)
+        call = sample(model, prompts, params, decode_kernels, shared, budgets=budgets)
         assert call.shared_prompt == shared
         assert [len(g.token_ids) for g in call.generations] == budgets
         calls.append(call)
