@@ -32,7 +32,6 @@ from reinforge.engines.borrowed_decoder import BorrowedLlamaDecoder
 from reinforge.engines.borrowed_weights import unmerged_reason
 from reinforge.engines.decode_hook import DecodeCheck, DecodeHook
 from reinforge.engines.sampling import sample_next
-from reinforge.kernels import choice
 from reinforge.models.lora import inference_copy, is_lora_model, merged_state_dict
 
 # Prompts at least this wide are cached once per group when a group's rows come together: below
@@ -340,7 +339,8 @@ def prefill_grouped(decoder, input_ids: torch.Tensor, attention_mask: torch.Tens
     G rows of each group come together with one long prompt (as rollout_groups sends them), the
     prompt is also cached once and read once per group at every decode step
     (FusedLlamaDecoder.prefill_shared). Same logits and cache, to float rounding."""
-    native = getattr(decoder, "native", False) and choice.usable(input_ids.new_empty(0, dtype=torch.float32), decoder.decode_kernels)
+    # a native decoder's tensors are CPU float32: only autocast and the thread count are left to ask
+    native = getattr(decoder, "native", False) and choice.usable(torch.empty(0), decoder.decode_kernels)
     if decoder.can_drop_rows and input_ids.shape[1] >= min_shared_prompt(native):
         group_size = consecutive_group_size(torch.cat([input_ids, attention_mask], dim=1))
         if group_size > 1:
