@@ -25,8 +25,9 @@ once, counted on the meta device; T = trainable weights, P or the LoRA adapters'
                        + decode and prefill transients
       no-grad forward  gradients + one layer's transients + a log-prob chunk (reference, old log-probs)
       update           activations of one micro-batch + the log-prob chunk's forward/backward buffers
-                       (+ gradients when a mini-batch takes several micro-batches: `zero_grad(set_to_none)`
-                       frees them at the start of each optimizer step, and the first backward makes them again)
+                       (+ gradients when a mini-batch takes several micro-batches, or under activation
+                       checkpointing: otherwise `zero_grad(set_to_none)` frees them at the start of each
+                       optimizer step, and the first backward makes them again)
       optimizer        gradients + AdamW's temporaries
       evaluation       gradients + the KV cache of one batch of held-out episodes
       weight sync      LoRA: the merged matrices W + s B A, made at every sync
@@ -68,15 +69,20 @@ log-softmax and its exp for the entropy); backward two more, the [V, H] float32 
 output layer and one [V, H] product per chunk. algo.logprob_chunk_tokens = None: the whole
 [tokens, V] logits, log-softmax and entropy terms (3 x tokens x V x 4).
 
-Checkpointing on a CPU: the backward recomputes each layer's activations, frees them, and in
-between allocates that layer's weight gradients (`zero_grad(set_to_none=True)` freed them at the
-start of the step); the gradients land in the freed blocks, and the next layer's activations, of
-the same sizes, no longer fit there, so glibc's heap grows by up to one layer's recomputed
-activations per layer. Counted as that bound ("heap fragmentation", at most what checkpointing
-saves); measured at about half of it on SmolLM2 (4 x 4 rows of 36 + 128 tokens: the heap held
-1.28 GiB free at the peak while 1.9 GiB were in use, and keeping the gradients allocated between
-steps took the peak down by 0.5 GiB). The CUDA caching allocator reuses such blocks: not counted on
-a GPU.
+Checkpointing: the learner keeps the gradients allocated between steps, zeroed in place, so the
+update counts them beside the layer inputs (reinforge.learner.policy_learner.train_step). Freed,
+the backward allocated them again between the blocks of the layers it recomputed and freed, and
+glibc's heap stranded those blocks: the update's peak varied by 0.5 GiB between runs of the same
+step on SmolLM2 (4 x 4 rows of 36 + 128 tokens: 3.38-3.84 GiB; kept, 3.24-3.52).
+
+Heap fragmentation on a CPU: in fresh processes of the same step, the update's forward grew per
+layer by what the layer saves, or by that plus about one [tokens, I] block (SmolLM2, forward
+traced layer by layer: 4 x 4 x 128, 1 process of 4 at 0.047 GiB a layer, the saved tensors, 3 at
+0.057-0.061; 8 x 4 x 128, 2 of 8 at 0.094, 6 at 0.12; a [tokens, I] block is 0.0125 and 0.025 GiB).
+glibc puts some of a layer's smaller saved tensors into the blocks the layer before freed, and the
+layout differs from process to process (a fixed PYTHONHASHSEED does not fix it). Counted as that
+bound, one [tokens, I] block per layer, without checkpointing; the CUDA caching allocator rounds
+and reuses blocks by size: not counted on a GPU.
 
 LoRA on a CPU: each adapted layer's forward makes [tokens, out] temporaries (the base output, the
 adapter's, their scaled sum) and keeps the adapter's small [tokens, r] input projection for the
@@ -95,22 +101,22 @@ taken at prompt + max_turns x max_new_tokens (env observations unknown before th
 env.max_episode_tokens when set.
 
 Measured against this prediction (tests/run/test_memory_fit_accuracy.py: one steady-state step in a
-fresh process, peak RSS; rows x samples x forced new tokens, chat prompts of 36 tokens; 2-core CPU,
-1 thread, retain_freed_memory on):
-    SmolLM2-135M-Instruct  4x4x64, KL 0.04               predicted 3.63 GiB, measured 3.81 (-4.6%)
-                           8x4x128                        predicted 5.23 GiB, measured 5.85 (-10.6%)
-                           4x4x128, checkpointing         predicted 4.46 GiB, measured 3.80 (+17.5%)
-                           4x4x128, LoRA r=8, KL 0.04     predicted 3.32 GiB, measured 3.70 (-10.3%)
-    small preset (25M)     8x4x64                         predicted 1.45 GiB, measured 1.44 (+1.1%)
-(Before the engine released its weight copy for the update, 2026-11-28, the SmolLM2 steps peaked 0.5 GiB higher.
-The first two and the LoRA row are from after the update began rebuilding the norms' outputs and SiLU(gate) x up,
-load 11-12; before that they were 3.99 / 4.05, 6.55 / 7.03 and 3.98 / 3.79-4.19 GiB: the measured peak fell by less than the saved tensors, as
-glibc's heap reuses the freed blocks only in part. The other rows predate it.)
+fresh process, peak RSS; rows x samples x forced new tokens, chat prompts of 36 tokens; 2-core AMD
+EPYC, 1 thread, retain_freed_memory on; 2026-11-29):
+    SmolLM2-135M-Instruct  4x4x64, KL 0.04               predicted 3.84 GiB, measured 3.71 (+3.4%)
+                           8x4x128                        predicted 5.99 GiB, measured 6.27 (-4.4%)
+                           4x4x128, checkpointing         predicted 3.10 GiB, measured 3.28 (-5.3%)
+                           4x4x128, LoRA r=8, KL 0.04     predicted 3.70 GiB, measured 3.95 (-6.4%)
+    small preset (25M)     8x4x64                         predicted 1.39 GiB, measured 1.41 (-1.9%)
+(Before the heap-fragmentation term and the kept gradients under checkpointing, the same machine
+measured 8x4x128 at 5.08-6.92 GiB against 5.23 predicted, and checkpointing at 3.38-3.84 against
+4.46: CI failed at +26.4%.)
 On an H200 (SmolLM2's shape, random weights, 16x8x256 with prompts of 40 tokens; peak
-torch.cuda.max_memory_reserved): KL 0.04 predicted 32.35 GiB, measured 35.44 (-8.7%; 31.90 allocated);
-checkpointing with an 8,192-token budget predicted 4.26 GiB, measured 5.01 (-15.1%; 4.14 allocated:
-the caching allocator keeps the rollout's freed blocks). Both measured while the engine still held its
-copy through the update; not re-run since (no GPU lent to the session that changed it).
+torch.cuda.max_memory_reserved): KL 0.04 predicted 32.35 GiB then (31.85 now), measured 35.44
+(-8.7%; 31.90 allocated); checkpointing with an 8,192-token budget predicted 4.26 GiB then (4.08
+now), measured 5.01 (-15.1%; 4.14 allocated: the caching allocator keeps the rollout's freed
+blocks). Both measured while the engine still held its copy through the update; not re-run since
+(no GPU lent to the sessions that changed it).
 """
 
 from __future__ import annotations
@@ -389,19 +395,16 @@ def predict(cfg: Config, shape: ModelShape, prompt_tokens: int, critic_shape: Mo
     tokens = micro.tokens
     per_layer = layer_bytes(cfg, shape, micro, native, act_bytes)
     outside_layers = tokens * 4 * shape.hidden * 4  # the embedding, the final norm and the hidden states the log-probs read
-    fragmentation = 0
     if a.activation_checkpointing:  # the layer rebuilt at a time keeps everything (no rebuilt norms under checkpoint)
         activations = tokens * shape.layers * shape.hidden * 4 + per_layer + outside_layers
         notes["activations"] = f"checkpointed: {shape.layers} layer inputs + one layer, {tokens:,} tokens per micro-batch"
-        if not on_gpu:  # glibc's heap: see the module docstring, 'Checkpointing on a CPU'
-            fragmentation = min((shape.layers - 1) * per_layer, shape.layers * per_layer + outside_layers - activations)
     else:
         activations = shape.layers * layer_bytes(cfg, shape, micro, native, act_bytes, rebuilt=True) + outside_layers
         notes["activations"] = f"{shape.layers} layers x {tokens:,} tokens per micro-batch"
     update = {"activations": activations, "log-prob chunks": logprob_chunk_bytes(cfg, shape, tokens, backward=True)}
-    if fragmentation:
-        update["heap fragmentation"] = fragmentation
-    if micro.count > 1:
+    if not on_gpu and not a.activation_checkpointing:  # glibc's heap: see the module docstring, 'Heap fragmentation'
+        update["heap fragmentation"] = shape.layers * tokens * shape.intermediate * act_bytes
+    if micro.count > 1 or a.activation_checkpointing:  # kept from the last step (see 'Checkpointing' above)
         update["gradients"] = gradients
     if cfg.trainer.schedule == "async":  # the producer samples the next batch during the update
         update["KV cache"] = kv_bytes(shape, min(sizes.rows, MAX_BATCH_SIZE), sizes.groups, sizes.prompt, sizes.response, r.engine_dtype, native_decode)

@@ -226,6 +226,26 @@ def test_activation_checkpointing_recomputes_the_layers_and_gives_the_same_gradi
         assert_within(results[True][0][name], grad, gradient_bound(grad, batch.num_loss_tokens, depth + 1), name)
 
 
+def test_checkpointing_keeps_the_gradients_allocated_and_steps_as_if_they_were_freed():
+    """Under checkpointing the learner zeroes its gradients in place between steps (no allocations
+    for glibc's heap to strand, reinforge.run.memory_fit); a second step then gives the weights,
+    bit for bit, of a copy whose gradients were freed before it."""
+    batch = ragged_batch()
+    objective = make_policy_objective(load_config("default", []).algo)
+    learner = PolicyLearner(small(LlamaForCausalLM, LlamaConfig), lr=1e-3, activation_checkpointing=True)
+    learner.train_step(batch, objective)
+    storages = [p.grad.data_ptr() for p in learner.trainable]
+    freed = copy.deepcopy(learner)
+    freed.optimizer.zero_grad(set_to_none=True)
+    second = batch.select(torch.arange(len(batch) - 1, -1, -1))  # other rows, another gradient
+    learner.train_step(second, objective)
+    freed.train_step(second, objective)
+    assert [p.grad.data_ptr() for p in learner.trainable] == storages
+    for (name, kept), fresh in zip(learner.model.named_parameters(), freed.model.parameters()):
+        assert torch.equal(kept, fresh), name
+        assert torch.equal(kept.grad, fresh.grad), name
+
+
 def test_the_config_keys_reach_the_learner_the_reference_and_the_critic():
     from reinforge.run.pipeline import build_critic, build_learners, build_reference
 

@@ -60,6 +60,7 @@ def test_prediction_of_a_tiny_config_by_hand() -> None:
         "activations": 32 * (2 * 148 * 4 + 4 * 16 * 4),
         # the log-prob chunk (32 tokens < 1024): two [32, 100] float32 buffers, the [100, 16] output gradient and its product
         "log-prob chunks": 2 * 32 * 100 * 4 + 2 * 100 * 16 * 4,
+        "heap fragmentation": 2 * 32 * 32 * 4,  # a [32 tokens, 32] float32 block per layer
     }
     # rollout: 4 rows x (4 + 6) slots, 2 layers x (keys, values) x 2 kv heads x 4 dims, float32 (a prompt under 32
     # tokens is not shared); the gradients of the last update are still there
@@ -67,7 +68,7 @@ def test_prediction_of_a_tiny_config_by_hand() -> None:
     assert estimate.phases["rollout"]["gradients"] == 4 * p
     assert estimate.phases["rollout"]["engine copy"] == estimate.phases["evaluation"]["engine copy"] == 4 * p
     assert estimate.peak_phase == "update"
-    assert estimate.peak == RUNTIME_BYTES + 16 * p + 46080 + 38400
+    assert estimate.peak == RUNTIME_BYTES + 16 * p + 46080 + 38400 + 8192
     held = predict(load_config("default", [*overrides, "trainer.schedule=async"]), model_shape(tiny_config()), prompt_tokens=4)
     assert held.resident["engine copy"] == 4 * p  # the async producer's engine samples during the update
     # on vLLM the producer's lane keeps no model: the snapshots waiting (k + 1) and the two sets the engine switches between
@@ -141,23 +142,28 @@ def test_lora_counts_adapters_only_and_no_reference_copy() -> None:
     assert estimate.resident["engine copy"] == 4 * 6288  # the plain model LoRA samples from (the decoder's copy: rollout only)
 
 
-def test_heap_fragmentation_on_a_cpu_only() -> None:
-    """glibc's heap strands blocks under checkpointing (up to one recomputed layer per layer, at most
-    what checkpointing saves), not under LoRA (one node per adapted layer, reinforge.learner.
-    lora_projection); a GPU's caching allocator does not (see reinforge.run.memory_fit)."""
+def test_the_update_counts_the_kept_gradients_under_checkpointing_and_heap_fragmentation_without() -> None:
+    """Under checkpointing the update holds each layer's input, one recomputed layer and the
+    gradients, which the learner keeps allocated between steps (reinforge.learner.policy_learner);
+    without it, one micro-batch's update holds no gradients (freed at the step's start), and on a
+    CPU the heap's stranded blocks (see reinforge.run.memory_fit)."""
     small = ["rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=6"]
     shape = model_shape(tiny_config())
 
     def update(*overrides: str) -> dict[str, int]:
         return predict(load_config("default", [*small, *overrides]), shape, prompt_tokens=4).phases["update"]
 
-    assert "heap fragmentation" not in update("model.lora.r=2")
-    # one layer 32 x 212 x 4 bytes; checkpointing keeps 2 layer inputs of 32 x 16 floats and one layer
+    # one layer 32 tokens x 212 floats x 4 bytes; checkpointing keeps 2 layer inputs of 32 x 16 floats and one layer
     layer = 32 * 212 * 4
     checkpointed = update("algo.activation_checkpointing=true")
     assert checkpointed["activations"] == 32 * 2 * 16 * 4 + layer + 32 * 4 * 16 * 4
-    assert checkpointed["heap fragmentation"] == min(layer, 2 * layer - (32 * 2 * 16 * 4 + layer))
-    assert "heap fragmentation" not in update("model.device=cuda", "model.lora.r=2", "algo.activation_checkpointing=true")
+    assert checkpointed["gradients"] == update("algo.activation_checkpointing=true", "model.device=cuda")["gradients"] == 4 * shape.params
+    assert "gradients" not in update()
+    # glibc's heap: up to one [tokens, I] block per layer beside the saved tensors, on a CPU without checkpointing
+    assert update()["heap fragmentation"] == 2 * 32 * 32 * 4
+    assert "heap fragmentation" not in checkpointed
+    assert "heap fragmentation" not in update("model.device=cuda")
+    assert update("algo.activation_checkpointing=true", "model.lora.r=2")["gradients"] == 4 * shape.lora_params(load_config("default", ["model.lora.r=2"]).model.lora)
 
 
 @pytest.mark.parametrize("kernels", ["native", "torch"])
