@@ -71,9 +71,10 @@ output layer and one [V, H] product per chunk. algo.logprob_chunk_tokens = None:
 
 Checkpointing: the learner keeps the gradients allocated between steps, zeroed in place, so the
 update counts them beside the layer inputs (reinforge.learner.policy_learner.train_step). Freed,
-the backward allocated them again between the blocks of the layers it recomputed and freed, and
-glibc's heap stranded those blocks: the update's peak varied by 0.5 GiB between runs of the same
-step on SmolLM2 (4 x 4 rows of 36 + 128 tokens: 3.38-3.84 GiB; kept, 3.24-3.52).
+the backward allocated them again between the blocks of the layers it recomputed and freed, where
+glibc's heap reuses less of the freed space (SmolLM2, 4 x 4 rows of 36 + 128 tokens, the step's
+peak in fresh processes: median 3.63 GiB freed, 3.45 kept; each varies by 0.5 GiB between
+processes, as the rollout's freed blocks are reused or not).
 
 Heap fragmentation on a CPU: in fresh processes of the same step, the update's forward grew per
 layer by what the layer saves, or by that plus about one [tokens, I] block (SmolLM2, forward
