@@ -124,11 +124,11 @@ class PolicyLearner:
         # freed, the backward allocates them again layer by layer between the blocks of the layers it
         # recomputes and frees, where glibc's heap reuses less of the freed space (SmolLM2, 4 x 4 x
         # 128, fresh processes: the step's peak RSS median 3.63 GiB freed, 8 processes, 3.38-3.84;
-        # 3.45 kept, 10 processes, 3.24-3.75). Checkpointing keeps so few
-        # activations that the kept gradients add little to the forward's peak; without it the
-        # forward holds every layer's, and freeing the gradients keeps them out of that peak. A
-        # weight that gets no gradient in a step then still takes AdamW's step from its moments, as
-        # with Megatron's and DeepSpeed's zeroed gradient buffers.
+        # 3.45 kept, 10 processes, 3.24-3.75). Checkpointing keeps so few activations that the kept
+        # gradients add little to the forward's peak; without it the forward holds every layer's,
+        # and freeing the gradients keeps them out of that peak. A weight that gets no gradient in
+        # a step then still takes AdamW's step from its moments, as with Megatron's and DeepSpeed's
+        # zeroed gradient buffers.
         self.optimizer.zero_grad(set_to_none=not self.activation_checkpointing)
         norm = self.loss_normalizer(batch)
         normalizer = float(max(norm.num_tokens, 1))

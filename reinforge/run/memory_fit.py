@@ -82,8 +82,9 @@ traced layer by layer: 4 x 4 x 128, 1 process of 4 at 0.047 GiB a layer, the sav
 0.057-0.061; 8 x 4 x 128, 2 of 8 at 0.094, 6 at 0.12; a [tokens, I] block is 0.0125 and 0.025 GiB).
 glibc puts some of a layer's smaller saved tensors into the blocks the layer before freed, and the
 layout differs from process to process (a fixed PYTHONHASHSEED does not fix it). Counted as that
-bound, one [tokens, I] block per layer, without checkpointing; the CUDA caching allocator rounds
-and reuses blocks by size: not counted on a GPU.
+bound, one [tokens, I] block per layer, without checkpointing (traced on the C kernels' path,
+counted on torch's CPU path too, where it was not measured); the CUDA caching allocator rounds and
+reuses blocks by size: not counted on a GPU.
 
 LoRA on a CPU: each adapted layer's forward makes [tokens, out] temporaries (the base output, the
 adapter's, their scaled sum) and keeps the adapter's small [tokens, r] input projection for the

@@ -227,9 +227,9 @@ def test_activation_checkpointing_recomputes_the_layers_and_gives_the_same_gradi
 
 
 def test_checkpointing_keeps_the_gradients_allocated_and_steps_as_if_they_were_freed():
-    """Under checkpointing the learner zeroes its gradients in place between steps (no allocations
-    for glibc's heap to strand, reinforge.run.memory_fit); a second step then gives the weights,
-    bit for bit, of a copy whose gradients were freed before it."""
+    """Under checkpointing the learner zeroes its gradients in place between steps (the backward
+    allocates none, reinforge.run.memory_fit); a second step then gives the weights, bit for bit,
+    of a copy whose gradients were freed before it."""
     batch = ragged_batch()
     objective = make_policy_objective(load_config("default", []).algo)
     learner = PolicyLearner(small(LlamaForCausalLM, LlamaConfig), lr=1e-3, activation_checkpointing=True)
