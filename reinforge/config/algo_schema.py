@@ -87,7 +87,7 @@ class AlgoConfig(Section):
     )
     activation_checkpointing: bool = Field(
         False,
-        description="Decoder layers keep only their inputs and recompute their activations in the backward (non-reentrant torch.utils.checkpoint; transformers' gradient checkpointing on the padded forward): less memory for ~1 more forward per update.",
+        description="Decoder layers keep only their inputs and recompute their activations in the backward (non-reentrant torch.utils.checkpoint; transformers' gradient checkpointing on the padded forward): less memory for ~1 more forward per update. The gradients then stay allocated between steps, zeroed in place (the update holds them beside the layer inputs).",
     )
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient-norm clipping bound of the policy (and critic) updates.")
     bf16_autocast: bool = Field(
