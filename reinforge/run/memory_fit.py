@@ -231,23 +231,23 @@ def layer_floats(shape: ModelShape, native: bool, rebuilt: bool = False) -> int:
     return 6 * h + 2 * q + 2 * kv + 4 * i + shape.heads
 
 
-def uses_native_kernels(cfg: Config) -> bool:
-    """algo.packed_kernels' choice as the learner makes it (reinforge.kernels.choice.usable), from
-    the config: CPU, float32, not autocast, one thread unless native is asked for. (Whether a C
-    compiler is there is not checked here: without one the torch path's larger count applies.)"""
-    a = cfg.algo
-    if a.packed_kernels == "torch" or not cfg.model.device == "cpu" or a.bf16_autocast:
+def chooses_native(mode: str, cfg: Config, float32: bool) -> bool:
+    """reinforge.kernels.choice.usable's decision for a part in `mode`, from the config: CPU tensors
+    in float32, one thread unless native is asked for. (Whether a C compiler is there is not checked
+    here: without one the torch path's larger counts apply.)"""
+    if mode == "torch" or cfg.model.device != "cpu" or not float32:
         return False
-    return a.packed_kernels == "native" or cfg.trainer.threads == 1
+    return mode == "native" or cfg.trainer.threads == 1
+
+
+def uses_native_kernels(cfg: Config) -> bool:
+    """algo.packed_kernels' choice as the learner makes it (bf16 autocast hands the kernels bf16)."""
+    return chooses_native(cfg.algo.packed_kernels, cfg, float32=not cfg.algo.bf16_autocast)
 
 
 def uses_native_decode(cfg: Config) -> bool:
-    """engine.decode_kernels' choice as the engine makes it (reinforge.kernels.choice.usable): a CPU
-    float32 engine, one thread unless native is asked for (a compiler is not checked, as above)."""
-    kernels = cfg.engine.decode_kernels
-    if kernels == "torch" or cfg.model.device != "cpu" or cfg.rollout.engine_dtype != "float32":
-        return False
-    return kernels == "native" or cfg.trainer.threads == 1
+    """engine.decode_kernels' choice as the engine makes it (its weights in rollout.engine_dtype)."""
+    return chooses_native(cfg.engine.decode_kernels, cfg, float32=cfg.rollout.engine_dtype == "float32")
 
 
 def sdpa_materializes_scores(cfg: Config, shape: ModelShape) -> bool:
